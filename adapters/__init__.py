@@ -1,0 +1,1 @@
+"""The imperative shell: storage, the CLI, the controller and the runtimes."""

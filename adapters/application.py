@@ -1,0 +1,175 @@
+"""The application service: each command loads, decides with the domain, saves once."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError, OperationalError
+
+from adapters.eventstore import backoff
+from domain import ids, rollout
+from domain.config import DeploymentConfig
+from domain.deployment import Deployment
+from domain.errors import DomainError, NotFound
+from domain.spec import Spec
+
+T = TypeVar("T")
+Decision = tuple[list[Aggregate], T]
+TRIES = 12
+
+
+class WriteConflict(Exception):
+    """A write still conflicted after its retries (the CLI exits 3)."""
+
+
+def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
+    return {"actor": actor, "correlation_id": uuid.uuid4().hex, **extra}
+
+
+class RolloutsApp(Application[UUID]):
+    """The rollout log: configs and deployments, with optimistic concurrency on each."""
+
+    name = "rollouts"
+    snapshotting_intervals = {DeploymentConfig: 50}
+
+    # -- loading -------------------------------------------------------------
+
+    def config(self, name: str) -> DeploymentConfig:
+        try:
+            return self.repository.get(ids.config_id(name))
+        except AggregateNotFoundError:
+            raise NotFound(f"config {name!r} not found") from None
+
+    def deployment(self, config: DeploymentConfig, revision: int) -> Deployment:
+        try:
+            return self.repository.get(ids.deployment_id(config.id, revision))
+        except AggregateNotFoundError:
+            raise NotFound(f"config {config.name!r} has no revision {revision}") from None
+
+    def open_deployments(self, config: DeploymentConfig) -> list[Deployment]:
+        return [self.deployment(config, r) for r in config.open_revisions]
+
+    def decide(self, decision: Callable[[], Decision[T]]) -> T:
+        """Run `decision` on fresh state and save it; decide again on a conflict (I4)."""
+        for attempt in range(TRIES):
+            aggregates, result = decision()
+            try:
+                self.save(*aggregates)
+                return result
+            except IntegrityError:
+                backoff(attempt)
+            except OperationalError as error:
+                if "locked" not in str(error) and "timeout" not in str(error):
+                    raise
+                backoff(attempt)
+        raise WriteConflict(f"the write still conflicted after {TRIES} tries; try again")
+
+    # -- commands ------------------------------------------------------------
+
+    def create_config(self, name: str, spec: Spec, meta: dict[str, Any]) -> int | None:
+        """Register a config; with trigger config-change it rolls out at once."""
+
+        def decision() -> Decision[int | None]:
+            if ids.config_id(name) in self.repository:
+                raise DomainError(f"config {name!r} already exists")
+            config = DeploymentConfig(name=name, spec=spec.to_data(), meta=meta)
+            if spec.trigger != "config-change":
+                return [config], None
+            aggregates = rollout.trigger(config, [], cause="config change", message=None, supersede=True, meta=meta)
+            return aggregates, config.latest_revision
+
+        return self.decide(decision)
+
+    def set_config(self, name: str, change: Callable[[Spec], Spec], meta: dict[str, Any]) -> int | None:
+        """Change the spec; a rollout-relevant change triggers when the policy says so."""
+
+        def decision() -> Decision[int | None]:
+            config = self.config(name)
+            old = Spec.model_validate(config.spec)
+            new = change(old)
+            if not config.change_spec(new.to_data(), meta):
+                return [], None
+            if new.trigger != "config-change" or config.paused or new.rollout_part() == old.rollout_part():
+                return [config], None
+            opened = self.open_deployments(config)
+            aggregates = rollout.trigger(config, opened, cause="config change", message=None, supersede=True, meta=meta)
+            return aggregates, config.latest_revision
+
+        return self.decide(decision)
+
+    def latest(self, name: str, message: str | None, supersede: bool, meta: dict[str, Any]) -> int:
+        def decision() -> Decision[int]:
+            config = self.config(name)
+            opened = self.open_deployments(config) if supersede else []
+            aggregates = rollout.trigger(
+                config, opened, cause="manual", message=message, supersede=supersede, meta=meta
+            )
+            return aggregates, config.latest_revision
+
+        return self.decide(decision)
+
+    def undo(self, name: str, to_revision: int | None, meta: dict[str, Any]) -> tuple[int, int]:
+        """Roll out the spec of an earlier revision as a new one; returns (new, source)."""
+
+        def decision() -> Decision[tuple[int, int]]:
+            config = self.config(name)
+            source = self._undo_source(config, to_revision)
+            config.check_can_roll_out()
+            spec = {**config.spec, **Spec.model_validate(source.spec).rollout_part()}
+            config.change_spec(spec, meta)
+            cause = f"rollback to {source.revision}"
+            aggregates = rollout.trigger(config, [], cause=cause, message=None, supersede=False, meta=meta)
+            return aggregates, (config.latest_revision, source.revision)
+
+        return self.decide(decision)
+
+    def _undo_source(self, config: DeploymentConfig, to_revision: int | None) -> Deployment:
+        if to_revision is not None:
+            if not 1 <= to_revision <= config.latest_revision:
+                raise NotFound(f"config {config.name!r} has no revision {to_revision}")
+            return self.deployment(config, to_revision)
+        for revision in range(config.latest_revision - 1, 0, -1):
+            candidate = self.deployment(config, revision)
+            if candidate.phase == "Complete":
+                return candidate
+        raise DomainError(f"config {config.name!r} has no earlier Complete revision to roll back to")
+
+    def cancel(self, name: str, meta: dict[str, Any]) -> list[int]:
+        def decision() -> Decision[list[int]]:
+            config = self.config(name)
+            opened = self.open_deployments(config)
+            return rollout.cancel(config, opened, meta), [d.revision for d in opened]
+
+        return self.decide(decision)
+
+    def retry(self, name: str, meta: dict[str, Any]) -> tuple[int, int]:
+        def decision() -> Decision[tuple[int, int]]:
+            config = self.config(name)
+            if config.latest_revision == 0:
+                raise NotFound(f"config {name!r} has no rollout yet")
+            deployment = self.deployment(config, config.latest_revision)
+            aggregates = rollout.retry(config, deployment, meta)
+            return aggregates, (deployment.revision, deployment.attempt)
+
+        return self.decide(decision)
+
+    def pause(self, name: str, meta: dict[str, Any]) -> None:
+        def decision() -> Decision[None]:
+            config = self.config(name)
+            config.pause(meta)
+            return [config], None
+
+        self.decide(decision)
+
+    def resume(self, name: str, meta: dict[str, Any]) -> None:
+        def decision() -> Decision[None]:
+            config = self.config(name)
+            config.resume(meta)
+            return [config], None
+
+        self.decide(decision)

@@ -1,0 +1,90 @@
+"""The `rollouts` command line: a root group whose subcommands load only when used."""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import os
+import socket
+import sys
+
+import click
+
+# command -> (module, attribute, one-line help); modules import lazily so --help stays fast.
+COMMANDS = {
+    "config": ("adapters.cli.config_cmds", "config", "Create, change and show deployment configs."),
+    "rollout": ("adapters.cli.rollout_cmds", "rollout", "Trigger, cancel, retry, undo and watch rollouts."),
+    "events": ("adapters.cli.audit_cmds", "events", "List the events of the log, filtered."),
+    "audit": ("adapters.cli.audit_cmds", "audit", "Check the whole history for broken invariants."),
+    "projections": ("adapters.cli.projection_cmds", "projections", "Show and rebuild the read models."),
+    "controller": ("adapters.cli.controller_cmds", "controller", "Run the reconciler that starts deployers."),
+    "deployers": ("adapters.cli.deployer_cmds", "deployers", "List and delete deployer processes."),
+    "logs": ("adapters.cli.deployer_cmds", "logs", "Print a deployment's deployer output."),
+    "demo": ("adapters.cli.demo", "demo", "Run a narrated end-to-end rollout session."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, _, text) in COMMANDS.items()])
+
+
+def default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in some containers
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--home",
+    envvar="ROLLOUTS_HOME",
+    default=".rollouts",
+    show_default=True,
+    help="Directory holding the event store, projections and runtime.",
+)
+@click.option(
+    "--store",
+    envvar="ROLLOUTS_STORE",
+    default=None,
+    help="Event store URL: postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME]. Default: events.db in the home.",
+)
+@click.option("--as", "actor", envvar="ROLLOUTS_ACTOR", default=None, help="Who is asking (default user@host).")
+@click.version_option("0.1.0", prog_name="rollouts")
+@click.pass_context
+def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> None:
+    """Rollouts: an event-sourced rollout controller that never runs a deployer twice.
+
+    Every change is an event in an append-only log; read models are derived
+    from it and a controller starts one deployer process per deployment.
+
+    \b
+    Example:
+      rollouts config create web -- ./deploy.sh --fast
+      rollouts rollout latest web
+      rollouts controller run --until-idle
+      rollouts rollout history web
+    """
+    from adapters.cli.state import State
+
+    ctx.obj = State(home=home, store=store, actor=actor or default_actor())
+    ctx.call_on_close(ctx.obj.close)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: every failure becomes one `error:` line and an exit code."""
+    from adapters.cli.errors import run
+
+    sys.exit(run(cli, argv))

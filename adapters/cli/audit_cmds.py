@@ -1,0 +1,124 @@
+"""`rollouts events` and `rollouts audit`: the full history, read from the audit view."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from adapters.cli.output import emit_json, output_option, show
+from adapters.cli.state import State, pass_state
+from domain.errors import NotFound
+
+
+def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`--since`: an ISO time; without an offset it is UTC."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO time like 2026-01-31T12:00:00") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def _require_config(db: Any, name: str) -> None:
+    if not db.execute("SELECT 1 FROM streams WHERE kind = 'config' AND config = ?", (name,)).fetchone():
+        raise NotFound(f"config {name!r} not found")
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("--revision", type=click.IntRange(min=1), help="Only events about this version (needs NAME).")
+@click.option("--type", "type_", help="Only events of this type, e.g. DeployerClaimed.")
+@click.option("--since", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset).")
+@click.option("--actor", help="Only events caused by this actor.")
+@output_option
+@pass_state
+def events(
+    state: State,
+    name: str | None,
+    revision: int | None,
+    type_: str | None,
+    since: str | None,
+    actor: str | None,
+    output: str,
+) -> None:
+    """List the events of the log in order, with who caused each.
+
+    \b
+    Example:
+      rollouts events web --revision 2
+      rollouts events --type DeployerLost --since 2026-11-01
+      rollouts events --actor alice@laptop -o json
+    """
+    if revision is not None and name is None:
+        raise click.UsageError("--revision needs a config NAME")
+    db = state.read("audit").db("audit")
+    clauses, args = [], []
+    if name is not None:
+        _require_config(db, name)
+        clauses.append("config = ?")
+        args.append(name)
+    for column, value in (("version", revision), ("type", type_), ("actor", actor)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    if since is not None:
+        clauses.append("timestamp >= ?")
+        args.append(since)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position", args))
+    for row in rows:
+        row["data"] = json.loads(row["data"])
+    columns = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
+    show(rows, columns, output, "No events.")
+
+
+@click.command()
+@click.argument("name", required=False)
+@output_option
+@pass_state
+def audit(state: State, name: str | None, output: str) -> None:
+    """Check what the log shows of the invariants I1-I3; exit 1 on a violation.
+
+    I1: each deployer (deployment, attempt, hook try) claimed and created at
+    most once. I2: at most one active deployment per config at every point
+    of the log. I3: phases only move forward, except by an explicit retry.
+
+    \b
+    Example:
+      rollouts audit
+      rollouts audit web -o json
+    """
+    from domain.audit import audit as check
+
+    db = state.read("audit").db("audit")
+    if name is not None:
+        _require_config(db, name)
+    sql = (
+        "SELECT position, type, config, version, data FROM events WHERE stream IN "
+        "(SELECT stream FROM streams WHERE kind = 'deployment')"
+    )
+    sql += " AND config = ?" if name else ""
+    rows = db.execute(sql + " ORDER BY position", [name] if name else [])
+    result = check((p, t, c, v, json.loads(d)) for p, t, c, v, d in rows)
+    total = db.execute(
+        "SELECT count(*) FROM events" + (" WHERE config = ?" if name else ""), [name] if name else []
+    ).fetchone()[0]
+    violations = [v.as_dict() for v in result.violations]
+    if output == "json":
+        emit_json({"ok": not violations, "events": total, "violations": violations})
+    elif violations:
+        for v in violations:
+            click.echo(
+                f"VIOLATION {v['rule']} at position {v['position']} ({v['config']} v{v['version']}): {v['message']}"
+            )
+    else:
+        click.echo(f"ok: {total} events checked, no violation of I1-I3")
+    if violations:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,147 @@
+"""`rollouts config ...`: register a config, change its spec, show it, list them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from adapters.cli.output import emit_json, output_option, show
+from adapters.cli.spec_options import changed_spec, spec_options
+from adapters.cli.state import State, pass_state
+from domain.errors import NotFound
+
+
+def valid_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from domain.spec import validate_name
+
+    try:
+        return validate_name(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+@click.group()
+def config() -> None:
+    """Create, change and show deployment configs.
+
+    \b
+    Example:
+      rollouts config create web --env PORT=8080 -- ./deploy.sh
+      rollouts config set web --env PORT=9090
+      rollouts config show web -o json
+    """
+
+
+@config.command("create")
+@click.argument("name", callback=valid_name)
+@spec_options
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_state
+def create(state: State, name: str, command: tuple[str, ...], **options: Any) -> None:
+    """Register config NAME whose deployer runs COMMAND (after `--`, no shell).
+
+    \b
+    Example:
+      rollouts config create web --timeout 300 --pre-hook './migrate.sh --check' -- ./deploy.sh web
+      rollouts config create api --trigger config-change -- python deploy.py
+    """
+    spec = changed_spec({}, command, options)
+    revision = state.app.create_config(name, spec, state.meta())
+    click.echo(f"config {name} created")
+    if revision:
+        click.echo(f"version {revision} triggered (config change)")
+
+
+@config.command("set")
+@click.argument("name", callback=valid_name)
+@spec_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_state
+def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> None:
+    """Change only what is given of NAME's spec; `-- CMD...` replaces the command.
+
+    With --trigger config-change a change of what deployments run rolls out a
+    new version (superseding an open one); a paused config only records it.
+
+    \b
+    Example:
+      rollouts config set web --env LOG=debug --env OLD-
+      rollouts config set web --pre-hook ''            # remove the pre hook
+      rollouts config set web -- ./deploy.sh --v2
+    """
+    revision = state.app.set_config(name, lambda spec: changed_spec(spec.to_data(), command, options), state.meta())
+    click.echo(f"config {name} updated")
+    if revision:
+        click.echo(f"version {revision} triggered (config change)")
+
+
+def config_rows(state: State, name: str | None = None) -> list[dict[str, Any]]:
+    db = state.read("history").db("history")
+    sql = (
+        "SELECT c.name, c.spec, c.paused, c.latest_version, c.created_at, c.updated_at, d.phase"
+        " FROM configs c LEFT JOIN deployments d ON d.config = c.name AND d.version = c.latest_version"
+    )
+    rows = list(db.query(sql + (" WHERE c.name = ?" if name else "") + " ORDER BY c.name", [name] if name else []))
+    for row in rows:
+        row["spec"] = json.loads(row["spec"])
+        row["paused"] = bool(row["paused"])
+        row["latest_phase"] = row.pop("phase")
+    return rows
+
+
+@config.command("show")
+@click.argument("name", callback=valid_name)
+@output_option
+@pass_state
+def show_(state: State, name: str, output: str) -> None:
+    """Show NAME's spec, whether it is paused, and its latest version.
+
+    \b
+    Example:
+      rollouts config show web
+      rollouts config show web -o json | jq .spec.env
+    """
+    rows = config_rows(state, name)
+    if not rows:
+        raise NotFound(f"config {name!r} not found")
+    row = rows[0]
+    if output == "json":
+        emit_json(row)
+        return
+    spec = row["spec"]
+    lines = [
+        ("Name", name),
+        ("Command", json.dumps(spec["command"])),
+        ("Env", json.dumps(spec["env"])),
+        ("Timeout", f"{spec['timeout']}s"),
+        ("History limit", spec["history_limit"]),
+        ("Trigger", spec["trigger"]),
+        ("Pre hook", _hook(spec["pre_hook"])),
+        ("Post hook", _hook(spec["post_hook"])),
+        ("Paused", "yes" if row["paused"] else "no"),
+        ("Latest version", f"{row['latest_version']} ({row['latest_phase'] or 'none'})"),
+    ]
+    click.echo("\n".join(f"{k + ':':<16}{v}" for k, v in lines))
+
+
+def _hook(hook: dict[str, Any] | None) -> str:
+    return f"{json.dumps(hook['command'])} (policy {hook['policy']})" if hook else "<none>"
+
+
+@config.command("list")
+@output_option
+@pass_state
+def list_(state: State, output: str) -> None:
+    """List every config with its latest version and phase.
+
+    \b
+    Example:
+      rollouts config list
+      rollouts config list -o json
+    """
+    rows = config_rows(state)
+    for row in rows:
+        row["command"] = " ".join(row["spec"]["command"])
+    show(rows, ["name", "latest_version", "latest_phase", "paused", "command"], output, "No configs.")

@@ -1,0 +1,241 @@
+"""`rollouts rollout ...`: the verbs of `oc rollout`, each one command appended to the log."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from adapters.cli.config_cmds import valid_name
+from adapters.cli.output import emit_json, output_option, table
+from adapters.cli.state import State, pass_state
+from domain.errors import NotFound
+
+HISTORY_COLUMNS = (
+    "version",
+    "phase",
+    "reason",
+    "attempt",
+    "cause",
+    "message",
+    "actor",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+name_argument = click.argument("name", callback=valid_name)
+
+
+@click.group()
+def rollout() -> None:
+    """Trigger, cancel, retry, undo, pause and watch rollouts of a config.
+
+    \b
+    Example:
+      rollouts rollout latest web --reason "ship 1.4"
+      rollouts rollout status web --watch --timeout 120
+      rollouts rollout undo web --to-revision 3
+    """
+
+
+@rollout.command()
+@name_argument
+@click.option("--reason", "message", help="Why: kept as the deployment's message.")
+@click.option("--supersede", is_flag=True, help="Cancel open deployments; the new one waits for them.")
+@pass_state
+def latest(state: State, name: str, message: str | None, supersede: bool) -> None:
+    """Roll out NAME's current spec as a new version and print that version.
+
+    Refused while the config is paused or its latest deployment is still
+    open, unless --supersede.
+
+    \b
+    Example:
+      rollouts rollout latest web --reason "hotfix"
+      rollouts rollout latest web --supersede
+    """
+    click.echo(state.app.latest(name, message, supersede, state.meta()))
+
+
+@rollout.command()
+@name_argument
+@pass_state
+def cancel(state: State, name: str) -> None:
+    """Cancel every open (New, Pending, Running) deployment of NAME.
+
+    \b
+    Example:
+      rollouts rollout cancel web
+    """
+    revisions = state.app.cancel(name, state.meta())
+    click.echo(f"cancel requested for {name} version {', '.join(map(str, revisions))}")
+
+
+@rollout.command()
+@name_argument
+@pass_state
+def retry(state: State, name: str) -> None:
+    """Retry NAME's Failed latest deployment: same version, next attempt.
+
+    \b
+    Example:
+      rollouts rollout retry web
+    """
+    revision, attempt = state.app.retry(name, state.meta())
+    click.echo(f"{name} version {revision} retrying as attempt {attempt}")
+
+
+@rollout.command()
+@name_argument
+@click.option("--to-revision", type=click.IntRange(min=1), help="Default: the last Complete before the latest.")
+@pass_state
+def undo(state: State, name: str, to_revision: int | None) -> None:
+    """Roll NAME back: a new version with an earlier revision's spec.
+
+    \b
+    Example:
+      rollouts rollout undo web
+      rollouts rollout undo web --to-revision 2
+    """
+    revision, source = state.app.undo(name, to_revision, state.meta())
+    click.echo(f"{name} rolled back to revision {source} as version {revision}")
+
+
+@rollout.command()
+@name_argument
+@pass_state
+def pause(state: State, name: str) -> None:
+    """Block new rollouts of NAME (latest, undo, config change).
+
+    \b
+    Example:
+      rollouts rollout pause web
+    """
+    state.app.pause(name, state.meta())
+    click.echo(f"{name} paused")
+
+
+@rollout.command()
+@name_argument
+@pass_state
+def resume(state: State, name: str) -> None:
+    """Allow rollouts of NAME again (does not roll out by itself).
+
+    \b
+    Example:
+      rollouts rollout resume web
+    """
+    state.app.resume(name, state.meta())
+    click.echo(f"{name} resumed")
+
+
+def history_rows(state: State, name: str, revision: int | None = None) -> list[dict[str, Any]]:
+    db = state.read("history").db("history")
+    if not db.execute("SELECT 1 FROM configs WHERE name = ?", (name,)).fetchone():
+        raise NotFound(f"config {name!r} not found")
+    where, args = ("config = ?", [name]) if revision is None else ("config = ? AND version = ?", [name, revision])
+    rows = list(db.query(f"SELECT * FROM deployments WHERE {where} ORDER BY version", args))
+    if revision is not None and not rows:
+        raise NotFound(f"config {name!r} has no revision {revision}")
+    for row in rows:
+        row["spec"] = json.loads(row["spec"])
+        if revision is not None:
+            row["steps"] = list(
+                db.query(
+                    "SELECT * FROM steps WHERE config = ? AND version = ? ORDER BY created_at, name", [name, revision]
+                )
+            )
+    return rows
+
+
+@rollout.command()
+@name_argument
+@click.option("--revision", type=click.IntRange(min=1), help="Show only this revision, with its spec and runs.")
+@output_option
+@pass_state
+def history(state: State, name: str, revision: int | None, output: str) -> None:
+    """List NAME's deployments: version, phase, reason, cause, timings.
+
+    \b
+    Example:
+      rollouts rollout history web
+      rollouts rollout history web --revision 3
+      rollouts rollout history web -o json
+    """
+    rows = history_rows(state, name, revision)
+    if output == "json":
+        emit_json([{k: v for k, v in r.items() if k not in ("stream", "config", "step")} for r in rows])
+    elif revision is None:
+        table(rows, ["version", "phase", "reason", "attempt", "cause", "message", "created_at", "finished_at"])
+    else:
+        _revision_detail(rows[0])
+
+
+def _revision_detail(row: dict[str, Any]) -> None:
+    spec = row["spec"]
+    for key in (
+        "version",
+        "phase",
+        "reason",
+        "attempt",
+        "cause",
+        "message",
+        "actor",
+        "created_at",
+        "started_at",
+        "finished_at",
+    ):
+        click.echo(f"{key.replace('_', ' ').capitalize() + ':':<13}{row[key] if row[key] is not None else '<none>'}")
+    click.echo(f"{'Command:':<13}{json.dumps(spec['command'])}")
+    click.echo(f"{'Env:':<13}{json.dumps(spec['env'])}")
+    for which in ("pre_hook", "post_hook"):
+        if spec.get(which):
+            click.echo(
+                f"{which.replace('_', ' ').capitalize() + ':':<13}{json.dumps(spec[which]['command'])} "
+                f"(policy {spec[which]['policy']})"
+            )
+    if row["steps"]:
+        click.echo("Runs:")
+        table(row["steps"], ["name", "attempt", "kind", "try", "state", "exit_code", "started_at", "finished_at"])
+
+
+@rollout.command()
+@name_argument
+@click.option("--watch", "-w", is_flag=True, help="Wait until the latest deployment is Complete or Failed.")
+@click.option("--timeout", type=click.FloatRange(min=0), help="With --watch: give up after SECONDS (exit 1).")
+@pass_state
+def status(state: State, name: str, watch: bool, timeout: float | None) -> None:
+    """Print the phase of NAME's latest deployment.
+
+    Exit 0 when Complete (or still open without --watch), 1 when Failed or
+    when --timeout passes, 4 when there is no deployment yet.
+
+    \b
+    Example:
+      rollouts rollout status web
+      rollouts rollout status web --watch --timeout 300 && echo deployed
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    said = None
+    while True:
+        rows = history_rows(state, name)
+        if not rows:
+            raise NotFound(f"config {name!r} has no deployment yet")
+        latest_row = rows[-1]
+        line = _status_line(name, latest_row)
+        if line != said:
+            click.echo(line)
+            said = line
+        if latest_row["phase"] in ("Complete", "Failed") or not watch:
+            raise click.exceptions.Exit(1 if latest_row["phase"] == "Failed" else 0)
+        if deadline is not None and time.monotonic() >= deadline:
+            click.echo(f"error: timed out waiting for {name} version {latest_row['version']}", err=True)
+            raise click.exceptions.Exit(1)
+        time.sleep(0.1)
+
+
+def _status_line(name: str, row: dict[str, Any]) -> str:
+    text = f"{name} version {row['version']} (attempt {row['attempt']}): {row['phase']}"
+    return f"{text}: {row['reason']}" if row["reason"] else text

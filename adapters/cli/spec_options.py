@@ -1,0 +1,88 @@
+"""The spec options shared by `config create` and `config set`, and how they change a spec."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+POLICY = click.Choice(["abort", "retry", "ignore"])
+
+
+def spec_options(f: F) -> F:
+    options = [
+        click.option("--env", "env", multiple=True, metavar="K=V", help="Set K (repeatable); K- removes it."),
+        click.option("--timeout", type=int, help="Seconds an attempt may take, hooks included (1-86400)."),
+        click.option("--history-limit", type=int, help="Keep logs of the last N versions (at least 1)."),
+        click.option(
+            "--trigger",
+            type=click.Choice(["manual", "config-change"]),
+            help="config-change: a spec change rolls out by itself.",
+        ),
+        click.option("--pre-hook", metavar="'CMD ARGS'", help="Run before the deployer ('' removes it)."),
+        click.option("--pre-hook-policy", type=POLICY, help="When the pre hook fails (default abort)."),
+        click.option("--post-hook", metavar="'CMD ARGS'", help="Run after the deployer succeeds ('' removes it)."),
+        click.option("--post-hook-policy", type=POLICY, help="When the post hook fails (default abort)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def merged_env(env: dict[str, str], changes: tuple[str, ...]) -> dict[str, str]:
+    result = dict(env)
+    for change in changes:
+        if "=" in change:
+            key, value = change.split("=", 1)
+            result[key] = value
+        elif change.endswith("-") and len(change) > 1:
+            result.pop(change[:-1], None)
+        else:
+            raise click.BadParameter(f"{change!r}: expected K=V to set or K- to remove", param_hint="--env")
+    return result
+
+
+def hook_change(
+    current: dict[str, Any] | None, which: str, command: str | None, policy: str | None
+) -> dict[str, Any] | None:
+    if command is not None:
+        try:
+            argv = shlex.split(command)
+        except ValueError as error:
+            raise click.BadParameter(f"{command!r}: {error}", param_hint=f"--{which}-hook") from None
+        current = {"command": argv, "policy": (current or {}).get("policy", "abort")} if argv else None
+    if policy is not None:
+        if current is None:
+            raise click.BadParameter(
+                f"there is no {which} hook to set a policy for", param_hint=f"--{which}-hook-policy"
+            )
+        current = {**current, "policy": policy}
+    return current
+
+
+def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[str, Any]) -> Any:
+    """The spec `data` with the given options applied; a one-line error when invalid."""
+    from pydantic import ValidationError
+
+    from domain.spec import Spec
+
+    new = dict(data)
+    if command:
+        new["command"] = list(command)
+    new["env"] = merged_env(data.get("env", {}), options["env"])
+    for key in ("timeout", "history_limit", "trigger"):
+        if options[key] is not None:
+            new[key] = options[key]
+    for which in ("pre", "post"):
+        new[f"{which}_hook"] = hook_change(
+            data.get(f"{which}_hook"), which, options[f"{which}_hook"], options[f"{which}_hook_policy"]
+        )
+    try:
+        return Spec.model_validate(new)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "spec"
+        raise click.BadParameter(f"{where}: {first['msg']}") from None

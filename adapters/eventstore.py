@@ -1,0 +1,97 @@
+"""Opening the event log: eventsourcing's SQLite module in the home, or PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from adapters.home import Home, private_file
+from adapters.store_url import PostgresURL, parse_store
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached or used (the CLI exits 5)."""
+
+
+def store_env(home: Home, store: str | None) -> dict[str, str]:
+    """The eventsourcing environment for the SQLite file in `home`, or for `store`."""
+    if not store:
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(home.events_db),
+            "SQLITE_LOCK_TIMEOUT": "10",
+        }
+    url = parse_store(store)
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": url.dbname,
+        "POSTGRES_HOST": url.host,
+        "POSTGRES_PORT": str(url.port),
+        "POSTGRES_USER": url.user,
+        "POSTGRES_PASSWORD": url.password,
+        "POSTGRES_SCHEMA": url.schema,
+        "POSTGRES_CONNECT_TIMEOUT": "5",
+        "POSTGRES_PRE_PING": "y",
+        "POSTGRES_LOCK_TIMEOUT": "10",
+    }
+
+
+def open_app(home: Home, store: str | None) -> Any:
+    """Construct the application on its store, creating what is missing, once."""
+    from adapters.application import RolloutsApp
+
+    env = store_env(home, store)
+    try:
+        if not store:
+            with home.init_lock():
+                private_file(home.events_db)
+                return RolloutsApp(env=env)
+        return _open_postgres(parse_store(store), env)
+    except StoreUnavailable:
+        raise
+    except Exception as error:  # noqa: BLE001 - any driver error means "cannot use the store"
+        raise StoreUnavailable(describe(error, store)) from None
+
+
+def _open_postgres(url: PostgresURL, env: dict[str, str]) -> Any:
+    """Create the schema and tables under an advisory lock (concurrent opens collide)."""
+    import psycopg
+
+    from adapters.application import RolloutsApp
+
+    conninfo = {
+        "dbname": url.dbname,
+        "host": url.host,
+        "port": url.port,
+        "user": url.user,
+        "password": url.password,
+        "connect_timeout": 5,
+    }
+    with psycopg.connect(**conninfo, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(7262011)")
+        try:
+            if url.schema:
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{url.schema}"')
+            return RolloutsApp(env=env)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(7262011)")
+
+
+def describe(error: BaseException, store: str | None) -> str:
+    """One line about a storage error, with any password removed."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if store:
+        url = parse_store(store)
+        if url.password:
+            text = text.replace(url.password, "***")
+        where = url.redacted()
+    else:
+        where = "the SQLite event store"
+    return f"cannot use {where}: {text}"
+
+
+def backoff(attempt: int, base: float = 0.01, cap: float = 0.5) -> None:
+    """Sleep a jittered, growing delay before deciding again."""
+    import random
+
+    time.sleep(min(cap, base * 2**attempt) * (0.5 + random.random()))

@@ -1,0 +1,1 @@
+"""The rollout domain: configs, deployments and their rules; no I/O."""

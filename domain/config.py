@@ -1,0 +1,122 @@
+"""The DeploymentConfig aggregate: an app's spec, its revisions and its deployer slot."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from domain import ids
+from domain.errors import DomainError
+
+Meta = dict[str, Any]
+
+
+class DeploymentConfig(Aggregate):
+    """One app. The slot says which (revision, attempt) may run a deployer (I2)."""
+
+    @staticmethod
+    def create_id(name: str) -> UUID:
+        return ids.config_id(name)
+
+    @event("Registered")
+    def __init__(self, name: str, spec: dict[str, Any], meta: Meta) -> None:
+        self.name = name
+        self.spec = spec
+        self.paused = False
+        self.latest_revision = 0
+        self.open_revisions: list[int] = []
+        self.slot: dict[str, int] | None = None
+
+    # -- rules ---------------------------------------------------------------
+
+    def check_can_roll_out(self, supersede: bool = False) -> None:
+        """Refuse a new revision while paused, or while one is open (unless superseding)."""
+        if self.paused:
+            raise DomainError(f"config {self.name} is paused: resume it first")
+        if self.open_revisions and not supersede:
+            raise DomainError(
+                f"config {self.name} has revision {self.open_revisions[-1]} in progress: "
+                "cancel it, wait for it, or use --supersede"
+            )
+
+    def check_can_claim(self, revision: int) -> None:
+        if self.slot is not None:
+            held = self.slot
+            raise DomainError(
+                f"the slot of {self.name} is held by revision {held['revision']} attempt {held['attempt']}"
+            )
+        if revision != self.latest_revision or self.open_revisions != [revision]:
+            raise DomainError(f"revision {revision} of {self.name} must wait for older revisions")
+
+    # -- commands ------------------------------------------------------------
+
+    def change_spec(self, spec: dict[str, Any], meta: Meta) -> bool:
+        if spec == self.spec:
+            return False
+        self._spec_changed(spec=spec, meta=meta)
+        return True
+
+    def pause(self, meta: Meta) -> None:
+        if self.paused:
+            raise DomainError(f"config {self.name} is already paused")
+        self._paused(meta=meta)
+
+    def resume(self, meta: Meta) -> None:
+        if not self.paused:
+            raise DomainError(f"config {self.name} is not paused")
+        self._resumed(meta=meta)
+
+    def trigger(self, cause: str, message: str | None, supersede: bool, meta: Meta) -> int:
+        self.check_can_roll_out(supersede)
+        revision = self.latest_revision + 1
+        self._triggered(revision=revision, cause=cause, message=message, meta=meta)
+        return revision
+
+    def claim_slot(self, revision: int, attempt: int, claimant: str, meta: Meta) -> None:
+        self.check_can_claim(revision)
+        self._slot_claimed(revision=revision, attempt=attempt, claimant=claimant, meta=meta)
+
+    def end(self, revision: int, attempt: int, phase: str, meta: Meta) -> None:
+        """Record that a revision became terminal, releasing the slot it held."""
+        if revision in self.open_revisions:
+            self._ended(revision=revision, attempt=attempt, phase=phase, meta=meta)
+
+    def reopen(self, revision: int, attempt: int, meta: Meta) -> None:
+        if revision != self.latest_revision:
+            raise DomainError(f"only the latest revision ({self.latest_revision}) can be retried")
+        self._reopened(revision=revision, attempt=attempt, meta=meta)
+
+    # -- events --------------------------------------------------------------
+
+    @event("SpecChanged")
+    def _spec_changed(self, spec: dict[str, Any], meta: Meta) -> None:
+        self.spec = spec
+
+    @event("Paused")
+    def _paused(self, meta: Meta) -> None:
+        self.paused = True
+
+    @event("Resumed")
+    def _resumed(self, meta: Meta) -> None:
+        self.paused = False
+
+    @event("RolloutTriggered")
+    def _triggered(self, revision: int, cause: str, message: str | None, meta: Meta) -> None:
+        self.latest_revision = revision
+        self.open_revisions = [*self.open_revisions, revision]
+
+    @event("SlotClaimed")
+    def _slot_claimed(self, revision: int, attempt: int, claimant: str, meta: Meta) -> None:
+        self.slot = {"revision": revision, "attempt": attempt}
+
+    @event("RolloutEnded")
+    def _ended(self, revision: int, attempt: int, phase: str, meta: Meta) -> None:
+        self.open_revisions = [r for r in self.open_revisions if r != revision]
+        if self.slot and self.slot["revision"] == revision:
+            self.slot = None
+
+    @event("RolloutReopened")
+    def _reopened(self, revision: int, attempt: int, meta: Meta) -> None:
+        self.open_revisions = [*self.open_revisions, revision]

@@ -1,0 +1,1 @@
+"""Read models: pure, versioned folds of the event log, kept in SQLite beside it."""

@@ -1,0 +1,228 @@
+"""Keeping read models at the head of the log: catch-up, rebuild, shadow rebuild, status."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+import sqlite_utils
+
+from projections import files
+from projections.audit_view import AuditView
+from projections.desired import Desired
+from projections.files import Catalog, Tracked, immediate
+from projections.history import History
+from projections.projection import Projection
+from projections.records import Record, decode
+from projections.source import EventSource
+
+ALL: tuple[Projection, ...] = (Desired(), History(), AuditView())
+BY_NAME = {p.name: p for p in ALL}
+BATCH = 1000
+Progress = Callable[[int, int], None]
+Warn = Callable[[str], None]
+
+
+class UnknownProjection(ValueError):
+    pass
+
+
+def projections_named(names: Iterable[str]) -> list[Projection]:
+    chosen = []
+    for name in names:
+        if name not in BY_NAME:
+            raise UnknownProjection(f"no projection named {name!r} (known: {', '.join(BY_NAME)})")
+        chosen.append(BY_NAME[name])
+    return chosen or list(ALL)
+
+
+class ProjectionStore:
+    """The projections folder of one home, fed by one event source."""
+
+    def __init__(self, folder: Path, source: EventSource, *, frozen: bool = False, warn: Warn | None = None) -> None:
+        self.folder = folder
+        self.source = source
+        self.frozen = frozen
+        self.warn = warn or (lambda _: None)
+        self.catalog = Catalog(folder)
+        self._open: dict[str, tuple[Path, sqlite_utils.Database]] = {}
+        self._log_id: str | None = None
+
+    # -- files ---------------------------------------------------------------
+
+    def db(self, name: str) -> sqlite_utils.Database:
+        """The current file of projection `name` (created empty when missing)."""
+        path = self.catalog.current(name)
+        if name in self._open and self._open[name][0] == path:
+            return self._open[name][1]
+        db = self._connect_current(BY_NAME[name])
+        self._open[name] = (self.catalog.current(name), db)  # type: ignore[assignment]
+        return db
+
+    def _connect_current(self, projection: Projection) -> sqlite_utils.Database:
+        for _ in range(10):
+            path = self.catalog.current(projection.name)
+            if path is None or not path.exists():
+                return self._create_current(projection)
+            try:
+                conn = sqlite3.connect(
+                    f"file:{path}?mode=rw",
+                    uri=True,
+                    timeout=files.BUSY_TIMEOUT_S,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.OperationalError:
+                continue  # swapped and removed between the lookup and the open
+            conn.execute("PRAGMA synchronous=NORMAL")
+            return sqlite_utils.Database(conn)
+        raise RuntimeError(f"cannot open projection {projection.name}")
+
+    def _create_current(self, projection: Projection) -> sqlite_utils.Database:
+        with self.catalog.setup_lock():
+            path = self.catalog.current(projection.name)
+            if path is None or not path.exists():
+                path = self.catalog.next_file(projection.name)
+                self._new_file(projection, path)
+                self.catalog.point(projection.name, path)
+            return files.connect(path)
+
+    def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
+        db = files.connect(path)
+        with immediate(db):
+            projection.create(db)
+            files.track(db, projection.name, Tracked(projection.version, 0, ""))
+        return db
+
+    # -- catching up ---------------------------------------------------------
+
+    def log_id(self) -> str:
+        if not self._log_id:
+            self._log_id = self.source.identity()
+        return self._log_id
+
+    def catch_up(self, projections: Sequence[Projection] = ALL) -> None:
+        """Bring each projection to the head of the log (read-your-writes for every read)."""
+        if self.frozen:
+            return
+        head = self.source.head()
+        behind: dict[str, int] = {}
+        for p in projections:
+            at = files.tracked(self.db(p.name), p.name) or Tracked(p.version, 0, "")
+            if self._is_invalid(p, at, head):
+                self.rebuild([p])
+                at = files.tracked(self.db(p.name), p.name)  # type: ignore[assignment]
+            if at.position < head:
+                behind[p.name] = at.position
+        if behind:
+            self._feed({n: self.db(n) for n in behind}, min(behind.values()), head)
+
+    def _is_invalid(self, p: Projection, at: Tracked, head: int) -> bool:
+        """Say why a projection must be replayed: other code version, other log, or ahead of the log."""
+        if at.version != p.version:
+            self.warn(f"projection {p.name} is version {at.version}, the code's is {p.version}: rebuilding it")
+        elif at.position > head or (at.log_id and head and at.log_id != self.log_id()):
+            self.warn(
+                f"projection {p.name} does not match the event log (position {at.position}, head {head}): rebuilding it"
+            )
+        else:
+            return False
+        return True
+
+    def _feed(self, dbs: dict[str, sqlite_utils.Database], start: int, until: int) -> None:
+        """Apply batches from `start` to every projection in `dbs`, each batch in one transaction."""
+        for batch, last in self._batches(start, until):
+            for name, db in dbs.items():
+                self._apply(BY_NAME[name], db, batch, last)
+
+    def _apply(self, p: Projection, db: sqlite_utils.Database, batch: list[Record], last: int) -> None:
+        with immediate(db):
+            at = files.tracked(db, p.name)
+            position = at.position if at else 0
+            if position >= last:
+                return  # another process got here first
+            p.apply(db, [r for r in batch if r.position > position])
+            files.track(db, p.name, Tracked(p.version, last, self.log_id()))
+
+    def _batches(self, start: int, until: int) -> Iterator[tuple[list[Record], int]]:
+        after = start
+        while after < until:
+            notifications = self.source.read(after, BATCH)
+            if not notifications:
+                return
+            after = notifications[-1].id
+            yield [decode(n) for n in notifications], after
+
+    # -- rebuilding ----------------------------------------------------------
+
+    def rebuild(
+        self, projections: Sequence[Projection] = ALL, *, shadow: bool = False, progress: Progress | None = None
+    ) -> None:
+        for p in projections:
+            if shadow:
+                self._rebuild_shadow(p, progress)
+            else:
+                self._rebuild_in_place(p, progress)
+
+    def _rebuild_in_place(self, p: Projection, progress: Progress | None) -> None:
+        """Replay from zero in ONE transaction: readers keep the old rows until it commits."""
+        db = self.db(p.name)
+        head = self.source.head()
+        self._log_id = None
+        with immediate(db):
+            for table in p.tables:
+                db.execute(f"DROP TABLE IF EXISTS {table}")
+            p.create(db)
+            files.track(db, p.name, Tracked(p.version, 0, self.log_id()))
+            for batch, last in self._batches(0, head):
+                p.apply(db, batch)
+                files.track(db, p.name, Tracked(p.version, last, self.log_id()))
+                if progress:
+                    progress(last, head)
+
+    def _rebuild_shadow(self, p: Projection, progress: Progress | None) -> None:
+        """Build a new file while the live one serves, then swap once it is not behind."""
+        path = self.catalog.next_file(p.name)
+        shadow = self._new_file(p, path)
+        self._log_id = None
+        head = self.source.head()
+        for batch, last in self._batches(0, head):
+            self._apply(p, shadow, batch, last)
+            if progress:
+                progress(last, head)
+        live = self.db(p.name)
+        with immediate(live):  # hold live catch-ups while the shadow passes the live position
+            live_at = files.tracked(live, p.name)
+            shadow_at = files.tracked(shadow, p.name)
+            while live_at and shadow_at and shadow_at.position < live_at.position:
+                for batch, last in self._batches(shadow_at.position, live_at.position):
+                    self._apply(p, shadow, batch, last)
+                shadow_at = files.tracked(shadow, p.name)
+            with immediate(self.catalog.db):
+                self.catalog.point(p.name, path)
+        shadow.close()
+        self._open.pop(p.name, None)
+        self.catalog.remove_strays(p.name, keep={path})
+
+    # -- reporting -----------------------------------------------------------
+
+    def status(self) -> list[dict[str, object]]:
+        head = self.source.head()
+        rows = []
+        for p in ALL:
+            db = self.db(p.name)
+            at = files.tracked(db, p.name) or Tracked(0, 0, "")
+            rows.append(
+                {
+                    "name": p.name,
+                    "code_version": p.version,
+                    "stored_version": at.version,
+                    "position": at.position,
+                    "head": head,
+                    "lag": max(0, head - at.position),
+                    "rows": sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in p.tables),
+                    "stale": at.version != p.version or at.position > head,
+                }
+            )
+        return rows
