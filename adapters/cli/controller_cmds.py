@@ -1,0 +1,70 @@
+"""`rollouts controller run`: the reconciler that creates and watches deployers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime
+
+import click
+
+from adapters.cli.state import State, pass_state
+
+
+@click.group()
+def controller() -> None:
+    """Run the reconciler that claims, starts, watches and stops deployers.
+
+    \b
+    Example:
+      rollouts controller run --until-idle --timeout 120
+    """
+
+
+@controller.command()
+@click.option("--once", is_flag=True, help="Make one reconcile pass and exit.")
+@click.option("--until-idle", is_flag=True, help="Exit 0 once no deployment is waiting or active.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.01),
+    default=0.2,
+    show_default=True,
+    help="Seconds between passes when nothing changed.",
+)
+@click.option("--timeout", type=click.FloatRange(min=0), help="Stop after SECONDS (exit 1 with --until-idle).")
+@click.option("--quiet", "-q", is_flag=True, help="Do not narrate actions on stderr.")
+@pass_state
+def run(state: State, once: bool, until_idle: bool, interval: float, timeout: float | None, quiet: bool) -> None:
+    """Reconcile deployers with the log until stopped (SIGTERM/Ctrl-C finish the pass, exit 0).
+
+    Each pass catches the projections up, claims the slot for waiting
+    deployments, creates deployers for committed claims, turns what the
+    runtime reports into events and stops deployers that must not run.
+    Running deployers outlive the controller; the next one picks them up.
+
+    \b
+    Example:
+      rollouts controller run                       # until Ctrl-C
+      rollouts controller run --until-idle --timeout 300
+      rollouts controller run --once
+    """
+    if once and until_idle:
+        raise click.UsageError("--once and --until-idle exclude each other")
+    from adapters.controller.loop import Controller, claimant_id
+    from adapters.runtime.local import LocalRuntime
+
+    def log(text: str) -> None:
+        if not quiet:
+            click.echo(f"{datetime.now(UTC):%H:%M:%S} {text}", err=True)
+
+    app = state.app
+    runtime = LocalRuntime(state.home.path)
+    try:
+        ctl = Controller(app, state.projections, runtime, claimant_id(state.home), state.actor, os.getcwd(), log)
+        code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
+    finally:
+        runtime.close()
+    if code:
+        click.echo("error: timed out before the controller was idle", err=True)
+    sys.stdout.flush()
+    raise click.exceptions.Exit(code)

@@ -1,0 +1,50 @@
+"""The controller's writes: each re-decided on fresh aggregates from the log (I4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from domain import rollout
+from domain.deployment import Deployment
+from domain.errors import DomainError
+
+Report = Callable[[Deployment], bool]
+
+
+def claim(app: Any, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> bool:
+    """Claim the slot for `revision`; False when the log says it is not (or no longer) due."""
+
+    def decision() -> tuple[list[Any], bool]:
+        config = app.config(config_name)
+        deployment = app.deployment(config, revision)
+        try:
+            return rollout.claim(config, deployment, claimant, meta), True
+        except DomainError:
+            return [], False
+
+    return app.decide(decision)
+
+
+def report(app: Any, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> bool:
+    """Apply `change` to the deployment; a terminal outcome releases the slot in the same save."""
+
+    def decision() -> tuple[list[Any], bool]:
+        config = app.config(config_name)
+        deployment = app.deployment(config, revision)
+        if not change(deployment):
+            return [], False
+        rollout.settle(config, deployment, meta)
+        return [config, deployment], True
+
+    return app.decide(decision)
+
+
+def current_step(app: Any, config_name: str, revision: int, name: str, claimant: str) -> Deployment | None:
+    """The deployment, re-read from the log, if `name` is its current, uncreated step and ours."""
+    deployment = app.deployment(app.config(config_name), revision)
+    if not deployment.is_current(name) or deployment.claimant != claimant:
+        return None
+    if deployment.cancel_requested or deployment.step["created"]:  # type: ignore[index]
+        return None
+    return deployment

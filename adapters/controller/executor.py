@@ -1,0 +1,126 @@
+"""Carrying out a plan: runtime calls and appends, each checked against the log first."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from adapters.controller import commands
+from adapters.controller.plan import Action
+from adapters.runtime.local import DeployerExists, LocalRuntime
+from domain.deployment import Deployment
+
+
+class Executor:
+    """Runs actions for one controller (`claimant`) against the app and the local runtime."""
+
+    def __init__(self, app: Any, runtime: LocalRuntime, claimant: str, actor: str, cwd: str) -> None:
+        self.app = app
+        self.runtime = runtime
+        self.claimant = claimant
+        self.actor = actor
+        self.cwd = cwd
+        self.ended: set[str] = set()
+
+    def meta(self, notification_id: int | None = None) -> dict[str, Any]:
+        from adapters.application import new_meta
+
+        return new_meta(self.actor, notification_id=notification_id, claimant=self.claimant)
+
+    def run(self, action: Action, notification_id: int | None = None) -> None:
+        getattr(self, f"_{action.kind}")(action, self.meta(notification_id))
+
+    # -- actions -------------------------------------------------------------
+
+    def _claim(self, a: Action, meta: dict[str, Any]) -> None:
+        commands.claim(self.app, a.config, a.version, self.claimant, meta)
+
+    def _create(self, a: Action, meta: dict[str, Any]) -> None:
+        """Create only for a committed claim, re-read from the log; the runtime refuses a used name."""
+        deployment = commands.current_step(self.app, a.config, a.version, a.name, self.claimant)  # type: ignore[arg-type]
+        if deployment is None:
+            return
+        argv, env = launch_spec(deployment, os.environ)
+        try:
+            self.runtime.create(
+                a.name,
+                config=a.config,
+                revision=a.version,
+                attempt=deployment.attempt,  # type: ignore[arg-type]
+                argv=argv,
+                env=env,
+                cwd=self.cwd,
+            )
+        except DeployerExists:
+            pass  # created before (by us, before a crash, or by a twin controller): only record it
+        self._record_created(a, meta)
+
+    def _record_created(self, a: Action, meta: dict[str, Any]) -> None:
+        self._report(a, lambda d: d.report_created(a.name, f"local:{a.name}", meta), meta)  # type: ignore[arg-type]
+
+    def _record_started(self, a: Action, meta: dict[str, Any]) -> None:
+        self._report(a, lambda d: d.report_started(a.name, meta), meta)  # type: ignore[arg-type]
+
+    def _record_exit(self, a: Action, meta: dict[str, Any]) -> None:
+        self._report(a, lambda d: d.report_exited(a.name, a.exit_code, a.reason, meta), meta)  # type: ignore[arg-type]
+
+    def _record_lost(self, a: Action, meta: dict[str, Any]) -> None:
+        self._report(a, lambda d: d.report_lost(a.name, a.reason or "gone", meta), meta)  # type: ignore[arg-type]
+
+    def _stop(self, a: Action, meta: dict[str, Any]) -> None:
+        self._halt(a)
+        self._cancel(a, meta)
+
+    def _cancel(self, a: Action, meta: dict[str, Any]) -> None:
+        def confirm(d: Deployment) -> bool:
+            if not (d.is_open and d.cancel_requested and d.attempt == a.attempt):
+                return False
+            d.confirm_cancelled(meta)
+            return True
+
+        self._report(a, confirm, meta)
+
+    def _timeout(self, a: Action, meta: dict[str, Any]) -> None:
+        self._halt(a)
+
+        def expire(d: Deployment) -> bool:
+            if not (d.is_open and d.attempt == a.attempt and d.phase != "New"):
+                return False
+            d.time_out(d.typed_spec().timeout, meta)
+            return True
+
+        self._report(a, expire, meta)
+
+    # -- helpers -------------------------------------------------------------
+
+    def _halt(self, a: Action) -> None:
+        """Stop the deployer; with no row yet, a tombstone stops a create in flight elsewhere."""
+        if a.name is None:
+            return
+        if not self.runtime.tombstone(
+            a.name, config=a.config, revision=a.version, attempt=a.attempt, reason=a.reason or "stopped"
+        ):
+            self.runtime.stop(a.name, reason=a.reason or "stopped")
+
+    def _report(self, a: Action, change: commands.Report, meta: dict[str, Any]) -> None:
+        if commands.report(self.app, a.config, a.version, change, meta):
+            self.ended.add(a.config)
+
+
+def launch_spec(deployment: Deployment, base_env: Any) -> tuple[list[str], dict[str, str]]:
+    """The argv and full environment of the deployment's current step (DESIGN section 7)."""
+    spec = deployment.typed_spec()
+    step = deployment.step or {}
+    kind, name = step["kind"], step["name"]
+    env = {
+        **base_env,
+        **spec.env,
+        "ROLLOUT_CONFIG": deployment.config,
+        "ROLLOUT_VERSION": str(deployment.revision),
+        "ROLLOUT_ATTEMPT": str(deployment.attempt),
+        "ROLLOUT_DEPLOYER": name,
+    }
+    if kind == "deployer":
+        return list(spec.command), env
+    hook = spec.hook(kind)
+    return list(hook.command), {**env, "ROLLOUT_HOOK": kind}  # type: ignore[union-attr]

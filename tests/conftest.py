@@ -1,0 +1,87 @@
+"""Shared fixtures: a private home per test, and the CLI run in-process or as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from adapters.cli import cli
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class Rollouts:
+    """Runs `rollouts` against one home: `run` in-process (click's runner), `sh` as a subprocess."""
+
+    def __init__(self, home: Path, cwd: Path) -> None:
+        self.home = home
+        self.cwd = cwd
+        self.env = {**os.environ, "ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": "tester@test"}
+        self.env.pop("ROLLOUTS_STORE", None)
+
+    def run(self, *args: str) -> Result:
+        from adapters.cli.errors import run
+
+        runner = CliRunner()
+        with runner.isolation(env={"ROLLOUTS_HOME": str(self.home), "ROLLOUTS_ACTOR": "tester@test"}) as (out, err, _):
+            code = run(cli, list(args))
+            return Result(code, out.getvalue().decode(), err.getvalue().decode())
+
+    def sh(self, *args: str, timeout: float = 60, env: dict[str, str] | None = None) -> Result:
+        proc = subprocess.run(
+            [sys.executable, "-m", "adapters.cli", *args],
+            cwd=self.cwd,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def popen(self, *args: str, **kwargs: object) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "adapters.cli", *args],
+            cwd=self.cwd,
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            **kwargs,  # type: ignore[call-overload]
+        )
+
+    def event_count(self) -> int:
+        import sqlite3
+
+        db = self.home / "events.db"
+        if not db.exists():
+            return 0
+        with sqlite3.connect(db) as conn:
+            try:
+                return conn.execute("SELECT count(*) FROM stored_events").fetchone()[0]
+            except sqlite3.OperationalError:
+                return 0
+
+
+@pytest.fixture
+def rollouts(tmp_path: Path) -> Iterator[Rollouts]:
+    work = tmp_path / "work"
+    work.mkdir()
+    yield Rollouts(tmp_path / "home", work)
+
+
+@pytest.fixture(autouse=True)
+def _repo_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", root + os.pathsep + os.environ.get("PYTHONPATH", ""))
