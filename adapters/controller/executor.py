@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -41,18 +42,17 @@ class Executor:
         if deployment is None:
             return
         argv, env = launch_spec(deployment, os.environ)
-        try:
+        # DeployerExists: created before (by us before a crash, or by a twin controller): only record it.
+        with contextlib.suppress(DeployerExists):
             self.runtime.create(
-                a.name,
+                a.name,  # type: ignore[arg-type]
                 config=a.config,
                 revision=a.version,
-                attempt=deployment.attempt,  # type: ignore[arg-type]
+                attempt=deployment.attempt,
                 argv=argv,
                 env=env,
                 cwd=self.cwd,
             )
-        except DeployerExists:
-            pass  # created before (by us, before a crash, or by a twin controller): only record it
         self._record_created(a, meta)
 
     def _record_created(self, a: Action, meta: dict[str, Any]) -> None:
