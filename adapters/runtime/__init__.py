@@ -1,0 +1,1 @@
+"""Runtimes that run deployers: the local process runtime."""

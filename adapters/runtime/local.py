@@ -1,0 +1,307 @@
+"""Local runtime: each deployer is an OS process group behind a detached shim, state in SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from adapters.home import Home, private_dir, private_file
+from adapters.runtime import procs, shim
+from adapters.runtime.shim import connect, utc_now
+
+SHIM = pathlib.Path(shim.__file__).resolve()
+ACTIVE = ("created", "running")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+_SHIM_EXIT_MARGIN = 5.0
+_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS deployers (
+        name TEXT PRIMARY KEY, config TEXT NOT NULL, revision INTEGER NOT NULL,
+        attempt INTEGER NOT NULL, state TEXT NOT NULL, argv TEXT, env TEXT, cwd TEXT,
+        creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
+        pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
+        log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
+        pruned INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
+)
+_OBSERVED = (
+    "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned FROM deployers"
+)
+_ACTIVE = " WHERE state IN ('created', 'running')"
+_ACTIVE_NAMES = "SELECT name FROM deployers" + _ACTIVE
+_ORDER = " ORDER BY created_at, name"
+_INSERT = (
+    "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, cwd,"
+    " creator_pid, creator_start, log_path, created_at) VALUES (:name, :config,"
+    " :revision, :attempt, 'created', :argv, :env, :cwd, :creator_pid, :creator_start,"
+    " :log_path, :created_at)"
+)
+_TOMBSTONE = (
+    "INSERT OR IGNORE INTO deployers (name, config, revision, attempt, state, reason,"
+    " created_at, ended_at) VALUES (?, ?, ?, ?, 'stopped', ?, ?, ?)"
+)
+_SHIM_SPAWNED = "UPDATE deployers SET shim_pid = ?, shim_start = ? WHERE name = ? AND shim_pid IS NULL"
+_LOST = (
+    "UPDATE deployers SET state = 'lost', reason = ?, ended_at = ? WHERE name = ? AND state IN ('created', 'running')"
+)
+_ENDED = "UPDATE deployers SET ended_at = ? WHERE name = ? AND ended_at IS NULL"
+_PRUNE = (
+    "UPDATE deployers SET pruned = 1, argv = NULL, env = NULL WHERE name = ? AND state NOT IN ('created', 'running')"
+)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One row of the runtime table, as the controller sees it."""
+
+    name: str
+    config: str
+    revision: int
+    attempt: int
+    state: str  # created | running | exited | stopped | deleted | lost
+    exit_code: int | None  # a deployer killed by signal n has 128+n
+    reason: str | None
+    created_at: str
+    ended_at: str | None
+    pruned: bool
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Observed:
+        return cls(**{**dict(row), "pruned": bool(row["pruned"])})
+
+
+class DeployerExists(Exception):
+    """create() of a name that ever existed, tombstones included."""
+
+
+class NoSuchDeployer(Exception):
+    """The name was never created."""
+
+
+class LocalRuntime:
+    """Deployers as real processes; `home/runtime/runtime.db` is the truth about them."""
+
+    def __init__(self, home: pathlib.Path) -> None:
+        self._home = Home(home)
+        self._dir = self._home.runtime
+        self._logs = self._dir / "logs"
+        self._db_path = self._dir / "runtime.db"
+        self._lock = threading.RLock()
+        self._shims: dict[int, subprocess.Popen[bytes]] = {}  # ours to reap
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        with self._home.init_lock():
+            private_dir(self._logs)
+            private_file(self._db_path)
+            db = connect(str(self._db_path), check_same_thread=False)
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            for statement in _SCHEMA:
+                db.execute(statement)
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE: read-then-write never meets 'database is locked' midway."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, params)
+
+    def _select(self, where: str = "", params: tuple[object, ...] = ()) -> list[Observed]:
+        rows = self._execute(_OBSERVED + where + _ORDER, params).fetchall()
+        return [Observed.from_row(row) for row in rows]
+
+    def _row(self, name: str) -> sqlite3.Row | None:
+        sql = "SELECT * FROM deployers WHERE name = ?"
+        return self._execute(sql, (name,)).fetchone()
+
+    def log_path(self, name: str) -> pathlib.Path:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"invalid deployer name: {name!r}")
+        return self._logs / f"{name}.log"
+
+    def create(
+        self,
+        name: str,
+        *,
+        config: str,
+        revision: int,
+        attempt: int,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+    ) -> None:
+        """Insert the row (committed before anything runs), then start the shim."""
+        if not argv:
+            raise ValueError("a deployer needs a command")
+        me = os.getpid()
+        row = {
+            "name": name,
+            "config": config,
+            "revision": revision,
+            "attempt": attempt,
+            "argv": json.dumps(argv),
+            "env": json.dumps(env),
+            "cwd": cwd,
+            "creator_pid": me,
+            "creator_start": procs.start_time_of(me),
+            "log_path": str(self.log_path(name)),
+            "created_at": utc_now(),
+        }
+        with self._tx() as db:
+            try:
+                db.execute(_INSERT, row)
+            except sqlite3.IntegrityError:
+                raise DeployerExists(name) from None
+        self._spawn(name)
+
+    def _spawn(self, name: str) -> None:
+        # Popen, not os.posix_spawn: glibc's posix_spawn leaves its internal signals
+        # (32, 33) ignored in the child, and nothing can reset them after that.
+        self._reap()
+        argv = [sys.executable, "-I", "-S", str(SHIM), str(self._db_path), name]
+        log = os.open(self.log_path(name), _LOG_FLAGS, 0o600)
+        try:
+            shim_proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        except OSError as exc:
+            self._execute(_LOST, (f"shim failed to start: {exc}", utc_now(), name))
+            return
+        finally:
+            os.close(log)
+        self._shims[shim_proc.pid] = shim_proc
+        start = procs.start_time_of(shim_proc.pid)
+        self._execute(_SHIM_SPAWNED, (shim_proc.pid, start, name))
+
+    def _reap(self) -> None:
+        """Collect shims this process started that have ended (they are our children)."""
+        for pid, shim_proc in list(self._shims.items()):
+            if shim_proc.poll() is not None:
+                del self._shims[pid]
+
+    def tombstone(self, name: str, *, config: str, revision: int, attempt: int, reason: str) -> bool:
+        """Insert-if-absent a 'stopped' row with no process: a racing create now fails."""
+        self.log_path(name)  # validates the name
+        now = utc_now()
+        row = (name, config, revision, attempt, reason, now, now)
+        with self._tx() as db:
+            return db.execute(_TOMBSTONE, row).rowcount == 1
+
+    def list(self, *, include_pruned: bool = False) -> list[Observed]:
+        return self._select("" if include_pruned else " WHERE pruned = 0")
+
+    def active(self) -> list[Observed]:
+        """Rows in state created or running (served by the index on state)."""
+        return self._select(_ACTIVE)
+
+    def get(self, name: str) -> Observed | None:
+        found = self._select(" WHERE name = ?", (name,))
+        return found[0] if found else None
+
+    def observe(self) -> list[Observed]:
+        """Mark lost what lost its shim; active rows plus those that ended during the call."""
+        self._reap()
+        before = [row["name"] for row in self._execute(_ACTIVE_NAMES).fetchall()]
+        for name in before:
+            self._refresh(name)
+        after = self.active()
+        still = {o.name for o in after}
+        ended = [self.get(name) for name in before if name not in still]
+        return after + [o for o in ended if o is not None]
+
+    def _refresh(self, name: str) -> None:
+        row = self._row(name)
+        if row is None or row["state"] not in ACTIVE:
+            return
+        if row["shim_pid"] is None:
+            if not procs.is_alive(row["creator_pid"], row["creator_start"]):
+                sql = _LOST + " AND shim_pid IS NULL"
+                self._execute(sql, ("creator died before starting the shim", utc_now(), name))
+            return
+        if procs.is_alive(row["shim_pid"], row["shim_start"]):
+            return
+        row = self._row(name)  # read again: the dead shim may have written its last word
+        if row is None or row["state"] not in ACTIVE:
+            return
+        if row["pgid"] is None or procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
+            self._execute(_LOST, ("shim vanished", utc_now(), name))
+
+    def stop(self, name: str, *, reason: str, grace: float = 5.0) -> None:
+        """End a created or running deployer: state 'stopped', then its group is killed."""
+        row = self._end(name, "stopped", reason, ACTIVE)
+        if row is not None:
+            self._terminate(row, grace)
+
+    def delete(self, name: str) -> None:
+        """What a user deleting a pod does; the row stays as a tombstone in state 'deleted'."""
+        states = ("created", "running", "exited", "stopped", "lost")
+        row = self._end(name, "deleted", "deleted by user", states)
+        if row is not None:
+            self._terminate(row, grace=5.0)
+
+    def _end(self, name: str, state: str, reason: str, from_states: tuple[str, ...]) -> sqlite3.Row | None:
+        """Move the row to `state`; the row as it was before, or None if it was not in from_states."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM deployers WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise NoSuchDeployer(name)
+            if row["state"] not in from_states:
+                return None
+            sql = "UPDATE deployers SET state = ?, reason = ? WHERE name = ?"
+            db.execute(sql, (state, reason, name))
+            return row
+
+    def _terminate(self, row: sqlite3.Row, grace: float) -> None:
+        gone = True
+        if row["pgid"] is not None:
+            gone = procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=grace)
+        if row["shim_pid"] is not None:  # a shim between spawn and 'running' kills its child itself
+            gone = self._wait_shim(row, grace + _SHIM_EXIT_MARGIN) and gone
+        if gone:
+            self._execute(_ENDED, (utc_now(), row["name"]))
+
+    def _wait_shim(self, row: sqlite3.Row, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while procs.is_alive(row["shim_pid"], row["shim_start"]):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        self._reap()
+        return True
+
+    def prune(self, names: list[str]) -> None:
+        """History limit: logs deleted, rows kept as tombstones marked pruned (ended rows only)."""
+        for name in names:
+            if self._execute(_PRUNE, (name,)).rowcount == 1:
+                self.log_path(name).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Close the table; running shims are detached on purpose and keep going."""
+        self._reap()
+        with warnings.catch_warnings():
+            # subprocess reaps a dropped, still running child itself (its _active list).
+            warnings.simplefilter("ignore", ResourceWarning)
+            self._shims.clear()
+        with self._lock:
+            self._db.close()
