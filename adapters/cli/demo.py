@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-QUICK = "echo \"$GREETING from $ROLLOUT_DEPLOYER\"; sleep 0.3"
+QUICK = 'echo "$GREETING from $ROLLOUT_DEPLOYER"; sleep 0.3'
 FLAKY = 'test "$ROLLOUT_ATTEMPT" -gt 1 || { echo "attempt $ROLLOUT_ATTEMPT: flaky failure"; exit 3; }; echo api up'
 
 
@@ -43,8 +43,9 @@ class Session:
         try:
             while time.monotonic() < deadline:
                 db = state.read("history").db("history")
-                row = db.execute("SELECT phase FROM deployments WHERE config = ? ORDER BY version DESC LIMIT 1",
-                                 (name,)).fetchone()
+                row = db.execute(
+                    "SELECT phase FROM deployments WHERE config = ? ORDER BY version DESC LIMIT 1", (name,)
+                ).fetchone()
                 if row and row[0] == phase:
                     return
                 time.sleep(0.1)
