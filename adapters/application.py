@@ -85,20 +85,23 @@ class RolloutsApp(Application[UUID]):
 
         return self.decide(decision)
 
-    def set_config(self, name: str, change: Callable[[Spec], Spec], meta: dict[str, Any]) -> int | None:
-        """Change the spec; a rollout-relevant change triggers when the policy says so."""
+    def set_config(self, name: str, change: Callable[[Spec], Spec], meta: dict[str, Any]) -> tuple[bool, int | None]:
+        """Change the spec; a rollout-relevant change triggers when the policy says so.
 
-        def decision() -> Decision[int | None]:
+        Returns whether anything changed, and the version it triggered if any.
+        """
+
+        def decision() -> Decision[tuple[bool, int | None]]:
             config = self.config(name)
             old = Spec.model_validate(config.spec)
             new = change(old)
             if not config.change_spec(new.to_data(), meta):
-                return [], None
+                return [], (False, None)
             if new.trigger != "config-change" or config.paused or new.rollout_part() == old.rollout_part():
-                return [config], None
+                return [config], (True, None)
             opened = self.open_deployments(config)
             aggregates = rollout.trigger(config, opened, cause="config change", message=None, supersede=True, meta=meta)
-            return aggregates, config.latest_revision
+            return aggregates, (True, config.latest_revision)
 
         return self.decide(decision)
 

@@ -71,8 +71,10 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
       rollouts config set web --pre-hook ''            # remove the pre hook
       rollouts config set web -- ./deploy.sh --v2
     """
-    revision = state.app.set_config(name, lambda spec: changed_spec(spec.to_data(), command, options), state.meta())
-    click.echo(f"config {name} updated")
+    changed, revision = state.app.set_config(
+        name, lambda spec: changed_spec(spec.to_data(), command, options), state.meta()
+    )
+    click.echo(f"config {name} {'updated' if changed else 'unchanged'}")
     if revision:
         click.echo(f"version {revision} triggered (config change)")
 
