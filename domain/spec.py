@@ -23,6 +23,12 @@ def validate_name(name: str) -> str:
     return name
 
 
+def _argv_not_blank(argv: list[str]) -> list[str]:
+    if not argv[0].strip():
+        raise ValueError("the command must not be empty")
+    return argv
+
+
 class Hook(BaseModel):
     """A lifecycle hook: an argv run as a deployer of its own, and its policy."""
 
@@ -30,6 +36,8 @@ class Hook(BaseModel):
 
     command: list[str] = Field(min_length=1)
     policy: Literal["abort", "retry", "ignore"] = "abort"
+
+    _command_not_blank = field_validator("command")(classmethod(lambda cls, argv: _argv_not_blank(argv)))
 
 
 class Spec(BaseModel):
@@ -45,12 +53,7 @@ class Spec(BaseModel):
     pre_hook: Hook | None = None
     post_hook: Hook | None = None
 
-    @field_validator("command")
-    @classmethod
-    def _command_not_blank(cls, argv: list[str]) -> list[str]:
-        if not argv[0].strip():
-            raise ValueError("the command must not be empty")
-        return argv
+    _command_not_blank = field_validator("command")(classmethod(lambda cls, argv: _argv_not_blank(argv)))
 
     @field_validator("env")
     @classmethod
