@@ -19,6 +19,7 @@ from domain.errors import DomainError, NotFound
 from domain.spec import Spec
 
 T = TypeVar("T")
+A = TypeVar("A", bound=Aggregate)
 Decision = tuple[list[Aggregate], T]
 TRIES = 12
 
@@ -37,19 +38,31 @@ class RolloutsApp(Application[UUID]):
     name = "rollouts"
     snapshotting_intervals = {DeploymentConfig: 50}
 
+    def __init__(self, env: Any = None) -> None:
+        super().__init__(env)
+        self._reads: list[Aggregate] = []
+
     # -- loading -------------------------------------------------------------
 
     def config(self, name: str) -> DeploymentConfig:
         try:
-            return self.repository.get(ids.config_id(name))
+            return self._loaded(self.repository.get(ids.config_id(name)))
         except AggregateNotFoundError:
             raise NotFound(f"config {name!r} not found") from None
 
     def deployment(self, config: DeploymentConfig, revision: int) -> Deployment:
         try:
-            return self.repository.get(ids.deployment_id(config.id, revision))
+            return self._loaded(self.repository.get(ids.deployment_id(config.id, revision)))
         except AggregateNotFoundError:
             raise NotFound(f"config {config.name!r} has no revision {revision}") from None
+
+    def _loaded(self, aggregate: A) -> A:
+        self._reads.append(aggregate)
+        return aggregate
+
+    def _read_was_torn(self) -> bool:
+        """Whether an aggregate of this decision changed after it was read (the reads are not one snapshot)."""
+        return any(self.recorder.select_events(a.id, gt=a.version, limit=1) for a in self._reads)
 
     def open_deployments(self, config: DeploymentConfig) -> list[Deployment]:
         return [self.deployment(config, r) for r in config.open_revisions]
@@ -57,7 +70,15 @@ class RolloutsApp(Application[UUID]):
     def decide(self, decision: Callable[[], Decision[T]]) -> T:
         """Run `decision` on fresh state and save it; decide again on a conflict (I4)."""
         for attempt in range(TRIES):
-            aggregates, result = decision()
+            self._reads = []
+            try:
+                aggregates, result = decision()
+            except DomainError:
+                # Refused on reads taken at different moments? Decide again on fresh ones.
+                if not self._read_was_torn():
+                    raise
+                backoff(attempt)
+                continue
             try:
                 self.save(*aggregates)
                 return result

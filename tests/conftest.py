@@ -28,6 +28,7 @@ class Rollouts:
     def __init__(self, home: Path, cwd: Path) -> None:
         self.home = home
         self.cwd = cwd
+        self.store: str | None = None
         self.env = {**os.environ, "ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": "tester@test"}
         self.env.pop("ROLLOUTS_STORE", None)
 
@@ -35,7 +36,8 @@ class Rollouts:
         from adapters.cli.errors import run
 
         runner = CliRunner()
-        with runner.isolation(env={"ROLLOUTS_HOME": str(self.home), "ROLLOUTS_ACTOR": "tester@test"}) as (out, err, _):
+        env = {"ROLLOUTS_HOME": str(self.home), "ROLLOUTS_ACTOR": "tester@test", "ROLLOUTS_STORE": self.store}
+        with runner.isolation(env=env) as (out, err, _):
             code = run(cli, list(args))
             return Result(code, out.getvalue().decode(), err.getvalue().decode())
 
@@ -64,6 +66,9 @@ class Rollouts:
     def event_count(self) -> int:
         import sqlite3
 
+        if self.store:
+            return int(self.sh("events", "-o", "json").stdout.count('"position"'))
+
         db = self.home / "events.db"
         if not db.exists():
             return 0
@@ -85,3 +90,52 @@ def rollouts(tmp_path: Path) -> Iterator[Rollouts]:
 def _repo_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     root = str(Path(__file__).resolve().parents[1])
     monkeypatch.setenv("PYTHONPATH", root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def postgres_reachable() -> str | None:
+    """None when the test server answers, else why not."""
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES, connect_timeout=3):
+            return None
+    except Exception as error:  # noqa: BLE001 - any failure means "no server here"
+        return " ".join(str(error).split())[:200]
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL store URL with a schema of its own, dropped afterwards."""
+    import uuid
+
+    why = postgres_reachable()
+    if why is not None:
+        if os.environ.get("ROLLOUTS_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required (ROLLOUTS_REQUIRE_POSTGRES=1) but unreachable: {why}")
+        pytest.skip(f"PostgreSQL unreachable at {POSTGRES}: {why}")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    yield f"{POSTGRES}?schema={schema}"
+    import psycopg
+
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend_store(request: pytest.FixtureRequest) -> str | None:
+    """The store URL of each backend in turn: None (SQLite in the home) or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def rollouts_on(rollouts: Rollouts, backend_store: str | None) -> Rollouts:
+    """The `rollouts` fixture on each backend: same tests, only the environment changes."""
+    if backend_store:
+        rollouts.env["ROLLOUTS_STORE"] = backend_store
+        rollouts.store = backend_store
+    return rollouts

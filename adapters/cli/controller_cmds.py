@@ -58,7 +58,11 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
             click.echo(f"{datetime.now(UTC):%H:%M:%S} {text}", err=True)
 
     app = state.app
-    runtime = LocalRuntime(state.home.path)
+    from adapters.leases import lease_seconds
+
+    # Several hosts share a PostgreSQL log: shims then stop their deployer when our heartbeat
+    # is older than half a lease, before other hosts may end our claims (after a full lease).
+    runtime = LocalRuntime(state.home.path, heartbeat_max_age=lease_seconds() / 2 if state.store else None)
     try:
         ctl = Controller(app, state.projections, runtime, claimant_id(state.home), state.actor, os.getcwd(), log)
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)

@@ -12,16 +12,17 @@ from domain.errors import DomainError
 Report = Callable[[Deployment], bool]
 
 
-def claim(app: Any, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> bool:
-    """Claim the slot for `revision`; False when the log says it is not (or no longer) due."""
+def claim(app: Any, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> str | None:
+    """Claim the slot for `revision` and return the first deployer's name; None when not due."""
 
-    def decision() -> tuple[list[Any], bool]:
+    def decision() -> tuple[list[Any], str | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
         try:
-            return rollout.claim(config, deployment, claimant, meta), True
+            aggregates = rollout.claim(config, deployment, claimant, meta)
         except DomainError:
-            return [], False
+            return [], None
+        return aggregates, deployment.step["name"]  # type: ignore[index]
 
     return app.decide(decision)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from typing import Any
 
@@ -34,7 +35,10 @@ class Executor:
     # -- actions -------------------------------------------------------------
 
     def _claim(self, a: Action, meta: dict[str, Any]) -> None:
-        commands.claim(self.app, a.config, a.version, self.claimant, meta)
+        """Claim, then create at once: the claim is committed, and the create re-checks the log."""
+        step = commands.claim(self.app, a.config, a.version, self.claimant, meta)
+        if step is not None:
+            self._create(dataclasses.replace(a, kind="create", name=step), meta)
 
     def _create(self, a: Action, meta: dict[str, Any]) -> None:
         """Create only for a committed claim, re-read from the log; the runtime refuses a used name."""

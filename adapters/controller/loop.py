@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import threading
 import time
 import uuid
@@ -10,14 +11,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from eventsourcing.persistence import PersistenceError
+
 from adapters.application import WriteConflict
 from adapters.controller.executor import Executor
 from adapters.controller.plan import plan
 from adapters.home import Home
+from adapters.leases import Leases
 from adapters.runtime.local import LocalRuntime
 from domain.errors import DomainError, NotFound
 from projections.store import BY_NAME
 
+TRANSIENT = (PersistenceError, sqlite3.OperationalError)
 OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, version"
 Log = Callable[[str], None]
 
@@ -48,17 +53,20 @@ class Controller:
         self.runtime = runtime
         self.claimant = claimant
         self.executor = Executor(app, runtime, claimant, actor, cwd)
+        self.leases = Leases(app)
         self.log = log or (lambda _: None)
         self.stopping = threading.Event()
 
     def reconcile(self) -> tuple[int, int]:
         """One pass; returns (open deployments seen, actions taken)."""
+        self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
         rows = list(self.projections.db("desired").query(OPEN_ROWS))
         self.runtime.observe()
         observed = {r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"]}
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
-        actions = plan(rows, observed, self.claimant, datetime.now(UTC))
+        expired = frozenset(self.leases.expired() - {self.claimant})
+        actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
         for action in actions:
             if self.stopping.is_set() and action.kind in ("claim", "create"):
                 break
@@ -69,6 +77,12 @@ class Controller:
                 self.log(f"skipped {action.kind}: {error}")
         self._prune()
         return len(rows), len(actions)
+
+    def _renew_lease(self) -> None:
+        """Renew our lease in the log's database; beat for our shims only while it is fresh."""
+        self.leases.renew(self.claimant)
+        if time.monotonic() - self.leases.renewed < self.leases.seconds / 4:
+            self.runtime.beat()
 
     def _prune(self) -> None:
         """History limit: keep runtime records and logs of the last N versions of each ended config."""
@@ -88,8 +102,16 @@ class Controller:
         """Loop until stopped (exit 0), idle with --until-idle (0), or past --timeout (1 if until-idle)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._handle_signals()
+        failures = 0
         while True:
-            open_count, acted = self.reconcile()
+            try:
+                open_count, acted = self.reconcile()
+                failures = 0
+            except TRANSIENT as error:
+                failures += 1
+                self.log(f"store unavailable ({type(error).__name__}: {error}); retrying")
+                self.stopping.wait(min(5.0, 0.1 * 2**failures))
+                open_count, acted = 1, 0
             if once or self.stopping.is_set():
                 return 0
             if until_idle and open_count == 0 and acted == 0:

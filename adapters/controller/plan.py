@@ -31,11 +31,13 @@ def plan(
     observed: Mapping[str, Any],
     claimant: str,
     now: datetime,
+    expired: frozenset[str] = frozenset(),
 ) -> list[Action]:
     """Actions for every open deployment row of the desired-deployers view.
 
     `observed` maps deployer names to runtime rows (objects with state,
-    exit_code, reason). Deployments claimed by another controller are left to it.
+    exit_code, reason). Deployments claimed by another controller are left to
+    it, unless its lease has expired (`expired`): then they are Lost.
     """
     actions: list[Action] = []
     busy = {d["config"] for d in desired if d["phase"] != "New"}
@@ -46,6 +48,8 @@ def plan(
                 busy.add(d["config"])
         elif d["claimant"] == claimant:
             actions.extend(_active(d, observed.get(d["step"]) if d["step"] else None, now))
+        elif d["claimant"] in expired:
+            actions.append(_act("record_lost", d, name=d["step"], reason=f"claimant {d['claimant']} lease expired"))
     return actions
 
 

@@ -93,7 +93,9 @@ class NoSuchDeployer(Exception):
 class LocalRuntime:
     """Deployers as real processes; `home/runtime/runtime.db` is the truth about them."""
 
-    def __init__(self, home: pathlib.Path) -> None:
+    def __init__(self, home: pathlib.Path, heartbeat_max_age: float | None = None) -> None:
+        """With `heartbeat_max_age`, shims kill their deployer once runtime/heartbeat is older."""
+        self._heartbeat = heartbeat_max_age
         self._home = Home(home)
         self._dir = self._home.runtime
         self._logs = self._dir / "logs"
@@ -136,6 +138,15 @@ class LocalRuntime:
     def _row(self, name: str) -> sqlite3.Row | None:
         sql = "SELECT * FROM deployers WHERE name = ?"
         return self._execute(sql, (name,)).fetchone()
+
+    @property
+    def heartbeat_path(self) -> pathlib.Path:
+        return self._dir / "heartbeat"
+
+    def beat(self) -> None:
+        """The controller proves it is alive to its shims (only a renewed lease may beat)."""
+        self.heartbeat_path.touch(mode=0o600)
+        os.utime(self.heartbeat_path)
 
     def log_path(self, name: str) -> pathlib.Path:
         if not _NAME.fullmatch(name):
@@ -182,6 +193,8 @@ class LocalRuntime:
         # (32, 33) ignored in the child, and nothing can reset them after that.
         self._reap()
         argv = [sys.executable, "-I", "-S", str(SHIM), str(self._db_path), name]
+        if self._heartbeat is not None:
+            argv += [str(self.heartbeat_path), str(self._heartbeat)]
         log = os.open(self.log_path(name), _LOG_FLAGS, 0o600)
         try:
             shim_proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import FrameType
@@ -38,6 +39,7 @@ _EXITED = (
     "UPDATE deployers SET state = 'exited', exit_code = ?, reason = ?, ended_at = ?"
     " WHERE name = ? AND state = 'running'"
 )
+_LOST_HEARTBEAT = "UPDATE deployers SET state = 'lost', reason = ?, ended_at = ? WHERE name = ? AND state = 'running'"
 # A deployer stopped or deleted by someone else keeps that state and reason; only its code is added.
 _EXITED_AFTER_STOP = (
     "UPDATE deployers SET exit_code = ?, ended_at = COALESCE(ended_at, ?)"
@@ -156,7 +158,7 @@ def _record_exit(db: sqlite3.Connection, name: str, returncode: int) -> None:
         db.execute(_EXITED_AFTER_STOP, (code, now, name))
 
 
-def run(db_path: str, name: str) -> int:
+def run(db_path: str, name: str, heartbeat: tuple[str, float] | None = None) -> int:
     """Run deployer `name` to its end; every outcome is written to the row, never raised."""
     forwarder = _Forwarder()
     db = connect(db_path)
@@ -171,13 +173,41 @@ def run(db_path: str, name: str) -> int:
     if not _record_running(db, name, child):  # stopped or deleted while we spawned
         procs.signal_group(child.pid, signal.SIGKILL)
     forwarder.attach(child.pid)
-    _record_exit(db, name, child.wait())
+    returncode = child.wait() if heartbeat is None else _wait_while_fresh(db, name, child, heartbeat)
+    _record_exit(db, name, returncode)
     return 0
 
 
+def _wait_while_fresh(
+    db: sqlite3.Connection, name: str, child: subprocess.Popen[bytes], heartbeat: tuple[str, float]
+) -> int:
+    """Reap the deployer, killing its group once the controller's heartbeat is older than allowed.
+
+    Other hosts end this claim only after a full lease; this fires at half of it, so the
+    deployer is gone before anyone may start its successor.
+    """
+    path, max_age = heartbeat
+    while True:
+        try:
+            return child.wait(timeout=min(0.5, max_age / 8))
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            age = time.time() - os.stat(path).st_mtime
+        except FileNotFoundError:
+            age = float("inf")
+        if age > max_age:
+            reason = f"controller heartbeat {age:.1f}s old (limit {max_age:.1f}s): deployer stopped"
+            db.execute(_LOST_HEARTBEAT, (reason, utc_now(), name))
+            procs.signal_group(child.pid, signal.SIGKILL)
+            return child.wait()
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 5:
+        return run(argv[1], argv[2], (argv[3], float(argv[4])))
     if len(argv) != 3:
-        print("usage: shim.py RUNTIME_DB NAME", file=sys.stderr)
+        print("usage: shim.py RUNTIME_DB NAME [HEARTBEAT_FILE MAX_AGE_S]", file=sys.stderr)
         return 2
     return run(argv[1], argv[2])
 

@@ -1,0 +1,61 @@
+"""Claimant leases beside the log: renewed by each controller, read to end dead claimants' claims.
+
+Times come from the database's clock, so hosts with skewed clocks agree on a lease's age.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+DEFAULT_LEASE_S = 30.0
+SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+POSTGRES_NOW = "extract(epoch from clock_timestamp())"
+
+
+def lease_seconds() -> float:
+    return float(os.environ.get("ROLLOUTS_LEASE_SECONDS", DEFAULT_LEASE_S))
+
+
+class Leases:
+    """One row per claimant: when it last proved it was alive."""
+
+    def __init__(self, app: Any, seconds: float | None = None) -> None:
+        self.datastore = app.recorder.datastore
+        self.seconds = seconds or lease_seconds()
+        schema = getattr(self.datastore, "schema", None)
+        self.postgres = schema is not None
+        self.table = f'"{schema}".rollouts_leases' if self.postgres else "rollouts_leases"
+        self.now = POSTGRES_NOW if self.postgres else SQLITE_NOW
+        self.mark = "%s" if self.postgres else "?"
+        self.renewed = 0.0
+        self._execute(
+            f"CREATE TABLE IF NOT EXISTS {self.table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION)"
+        )
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = (), *, fetch: bool = False) -> list[Any]:
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall()) if fetch else []
+
+    def renew(self, claimant: str) -> bool:
+        """Renew at most ten times per lease; True when a renewal was written now."""
+        if time.monotonic() - self.renewed < self.seconds / 10:
+            return False
+        self._execute(
+            f"INSERT INTO {self.table} (claimant, renewed_at) VALUES ({self.mark}, {self.now}) "
+            f"ON CONFLICT (claimant) DO UPDATE SET renewed_at = excluded.renewed_at",
+            (claimant,),
+        )
+        self.renewed = time.monotonic()
+        return True
+
+    def expired(self) -> set[str]:
+        """Claimants silent for a full lease: their claims may be ended as Lost."""
+        rows = self._execute(
+            f"SELECT claimant FROM {self.table} WHERE {self.now} - renewed_at > {self.mark}",
+            (self.seconds,),
+            fetch=True,
+        )
+        return {row[0] if not isinstance(row, dict) else row["claimant"] for row in rows}
