@@ -1,0 +1,174 @@
+"""Controllers on several hosts (separate homes) sharing one PostgreSQL log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+DEPLOYER = (
+    'echo "start $ROLLOUT_DEPLOYER $(date +%s.%N)" >> {gt}; sleep {s}; '
+    'echo "end $ROLLOUT_DEPLOYER $(date +%s.%N)" >> {gt}'
+)
+
+
+def cli(home: Path, store: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120):
+    return subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "--home", str(home), "--store", store, *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def controller(home: Path, store: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "adapters.cli",
+            "--home",
+            str(home),
+            "--store",
+            store,
+            "controller",
+            "run",
+            "--interval",
+            "0.05",
+            "-q",
+            *args,
+        ],
+        env={**os.environ, **(env or {})},
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def ground_truth(path: Path) -> dict[str, list[tuple[str, float]]]:
+    """Deployer name -> its (start|end, time) marks, written by the deployers themselves."""
+    marks: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for line in path.read_text().splitlines():
+        what, name, when = line.split()
+        marks[name].append((what, float(when)))
+    return marks
+
+
+def assert_each_started_once_and_no_overlap(marks: dict[str, list[tuple[str, float]]], now: float) -> None:
+    intervals: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for name, events in marks.items():
+        starts = [t for what, t in events if what == "start"]
+        assert len(starts) == 1, f"{name} started {len(starts)} times"
+        ends = [t for what, t in events if what == "end"]
+        config = name.rsplit("-", 3)[0]
+        intervals[config].append((starts[0], ends[0] if ends else now, name))
+    for config, spans in intervals.items():
+        spans.sort()
+        for (_, end, a), (start, _, b) in zip(spans, spans[1:], strict=False):
+            assert start >= end, f"{a} and {b} of {config} were alive at the same time"
+
+
+def test_two_hosts_on_one_postgres_log_run_every_deployer_once(tmp_path: Path, postgres_url: str) -> None:
+    from adapters.application import new_meta
+    from adapters.eventstore import open_app
+    from adapters.home import Home
+    from domain.spec import Spec
+
+    gt = tmp_path / "gt"
+    host_a, host_b = tmp_path / "a", tmp_path / "b"
+    app = open_app(Home(tmp_path / "client"), postgres_url)
+    configs = [f"app{i}" for i in range(50)]
+    for name in configs:
+        app.create_config(name, Spec(command=["sh", "-c", DEPLOYER.format(gt=gt, s=0)]), new_meta("t"))
+    controllers = [controller(host_a, postgres_url), controller(host_b, postgres_url)]
+    try:
+        for _ in range(3):
+            for name in configs:
+                app.latest(name, None, True, new_meta("t"))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(app.config(n).open_revisions for n in configs):
+            time.sleep(0.5)
+    finally:
+        for c in controllers:
+            c.terminate()
+            c.wait(timeout=30)
+    assert_each_started_once_and_no_overlap(ground_truth(gt), time.time())
+    rows = json.loads(cli(host_a, postgres_url, "config", "list", "-o", "json").stdout)
+    assert {(r["latest_version"], r["latest_phase"]) for r in rows} <= {(3, "Complete"), (3, "Failed")}
+    assert (3, "Complete") in {(r["latest_version"], r["latest_phase"]) for r in rows}
+    assert cli(host_b, postgres_url, "audit").returncode == 0
+    claims = json.loads(cli(host_a, postgres_url, "events", "--type", "DeployerClaimed", "-o", "json").stdout)
+    by_claimant = {c["data"]["claimant"] for c in claims}
+    assert len(by_claimant) == 2, "both hosts should have claimed some deployments"
+
+
+def test_a_killed_hosts_claims_end_lost_after_the_lease_and_nothing_runs_twice(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    gt = tmp_path / "gt"
+    host_a, host_b = tmp_path / "a", tmp_path / "b"
+    lease = {"ROLLOUTS_LEASE_SECONDS": "4"}
+    cli(host_a, postgres_url, "config", "create", "web", "--", "sh", "-c", DEPLOYER.format(gt=gt, s=60))
+    cli(host_a, postgres_url, "rollout", "latest", "web")
+    doomed = controller(host_a, postgres_url, env=lease)
+    deadline = time.monotonic() + 30
+    while not (gt.exists() and "start" in gt.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gt.exists(), "the deployer never started"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    survivor = controller(host_b, postgres_url, env=lease)
+    try:
+        deadline = time.monotonic() + 30
+        status = None
+        while time.monotonic() < deadline:
+            status = cli(host_b, postgres_url, "rollout", "status", "web")
+            if status.returncode == 1:
+                break
+            time.sleep(0.3)
+        assert status is not None and status.returncode == 1 and "lease expired" in status.stdout, status
+        lost_at = time.time()
+        # The shim on the dead host stopped its deployer before the lease ended.
+        runtime = json.loads(cli(host_a, postgres_url, "deployers", "list", "-o", "json").stdout)
+        assert [r["state"] for r in runtime] == ["lost"]
+        killed_at = datetime.fromisoformat(runtime[0]["ended_at"]).timestamp()
+        assert cli(host_b, postgres_url, "rollout", "retry", "web").returncode == 0
+        cli(host_b, postgres_url, "config", "set", "web", "--", "true")  # the frozen spec still sleeps
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "web-1-deploy-2" not in gt.read_text():
+            time.sleep(0.2)
+    finally:
+        survivor.terminate()
+        survivor.wait(timeout=30)
+    marks = ground_truth(gt)
+    assert set(marks) == {"web-1-deploy-1", "web-1-deploy-2"}
+    assert killed_at < lost_at
+    marks["web-1-deploy-1"].append(("end", killed_at))  # its shim killed it: it wrote no end mark
+    assert_each_started_once_and_no_overlap(marks, time.time())
+    assert cli(host_b, postgres_url, "audit").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("postgresql://postgres:s3cretpw@127.0.0.1:5999/test", "5999"),
+        ("postgresql://nobody:s3cretpw@127.0.0.1:5432/test", "nobody"),
+        ("postgresql://postgres:s3cretpw@127.0.0.1:5432/no_such_db", "no_such_db"),
+    ],
+)
+def test_an_unusable_store_is_one_error_line_with_exit_5_and_no_password(tmp_path: Path, url: str, needle: str) -> None:
+    result = cli(tmp_path / "h", url, "config", "list")
+    assert result.returncode == 5
+    assert result.stderr.startswith("error:") and result.stderr.count("\n") == 1
+    assert needle in result.stderr
+    assert "s3cretpw" not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
