@@ -178,7 +178,8 @@ def _deployment(rows: Rows, r: Record) -> None:
         row["started_at"] = r.timestamp
     if row["phase"] in phases.TERMINAL and before not in phases.TERMINAL:
         row["finished_at"] = r.timestamp
-        row["reason"] = "cancelled" if r.type in ("Cancelled", "CancelRequested") else r.data.get("reason")
+        if row["phase"] == phases.FAILED:
+            row["reason"] = "cancelled" if r.type in ("Cancelled", "CancelRequested") else r.data.get("reason")
 
 
 def _step(rows: Rows, deployment: dict[str, Any], r: Record) -> None:

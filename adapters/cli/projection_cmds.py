@@ -58,12 +58,9 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
     store = state.projections
     for p in chosen:
         head = store.source.head()
-        with click.progressbar(length=max(head, 1), label=f"rebuilding {p.name}", file=sys.stderr) as bar:
-            done = [0]
-
-            def progress(position: int, _: int, bar: click.progressbar = bar, done: list[int] = done) -> None:
-                bar.update(position - done[0])
-                done[0] = position
-
-            store.rebuild([p], shadow=shadow, progress=progress)
+        if sys.stderr.isatty():
+            with click.progressbar(length=max(head, 1), label=f"rebuilding {p.name}", file=sys.stderr) as bar:
+                store.rebuild([p], shadow=shadow, progress=lambda position, _, bar=bar: bar.update(position - bar.pos))
+        else:
+            store.rebuild([p], shadow=shadow)
         click.echo(f"rebuilt {p.name} to position {head}{' (shadow swap)' if shadow else ''}")

@@ -27,16 +27,19 @@ def claim(app: Any, config_name: str, revision: int, claimant: str, meta: dict[s
     return app.decide(decision)
 
 
-def report(app: Any, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> bool:
-    """Apply `change` to the deployment; a terminal outcome releases the slot in the same save."""
+def report(app: Any, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> Deployment | None:
+    """Apply `change` to the deployment; a terminal outcome releases the slot in the same save.
 
-    def decision() -> tuple[list[Any], bool]:
+    Returns the changed deployment, or None when `change` found nothing to record.
+    """
+
+    def decision() -> tuple[list[Any], Deployment | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
         if not change(deployment):
-            return [], False
+            return [], None
         rollout.settle(config, deployment, meta)
-        return [config, deployment], True
+        return [config, deployment], deployment
 
     return app.decide(decision)
 

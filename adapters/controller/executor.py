@@ -107,8 +107,9 @@ class Executor:
             self.runtime.stop(a.name, reason=a.reason or "stopped")
 
     def _report(self, a: Action, change: commands.Report, meta: dict[str, Any]) -> None:
-        if commands.report(self.app, a.config, a.version, change, meta):
-            self.ended.add(a.config)
+        changed = commands.report(self.app, a.config, a.version, change, meta)
+        if changed is not None and changed.is_terminal:
+            self.ended.add(a.config)  # the pass that ends a deployment prunes (history limit)
 
 
 def launch_spec(deployment: Deployment, base_env: Any) -> tuple[list[str], dict[str, str]]:

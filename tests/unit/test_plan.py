@@ -1,0 +1,247 @@
+"""plan(): each guard on its own, from rows and runtime observations, with no I/O (DESIGN 5, 9)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from adapters.controller.plan import Action, plan
+from adapters.runtime.local import Observed
+from projections.desired import COLUMNS
+
+ME = "claimant-me"
+OTHER = "claimant-other"
+CLAIMED_AT = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+SOON = CLAIMED_AT + timedelta(seconds=5)
+DEPLOYER = "app-1-deploy-1"
+
+
+def row(phase: str = "Pending", **changes: Any) -> dict[str, Any]:
+    """A desired-deployers row (projections/desired.py COLUMNS); Pending rows are ours and claimed."""
+    version = changes.get("version", 1)
+    base: dict[str, Any] = {
+        "stream": f"stream-{changes.get('config', 'app')}-{version}",
+        "config": "app",
+        "version": version,
+        "attempt": 1,
+        "phase": phase,
+        "step": None,
+        "step_kind": None,
+        "created": 0,
+        "started": 0,
+        "cancel": 0,
+        "claimant": None,
+        "claimed_at": None,
+        "timeout": 600,
+        "notification_id": 7,
+    }
+    if phase != "New":
+        base.update(step=DEPLOYER, step_kind="deployer", claimant=ME, claimed_at=CLAIMED_AT.isoformat())
+    base.update(changes)
+    assert set(base) == set(COLUMNS)
+    return base
+
+
+def seen(state: str, exit_code: int | None = None, reason: str | None = None, name: str = DEPLOYER) -> Observed:
+    """What the runtime reports about one deployer."""
+    return Observed(name, "app", 1, 1, state, exit_code, reason, CLAIMED_AT.isoformat(), None, False)
+
+
+def kinds(actions: list[Action]) -> list[str]:
+    return [a.kind for a in actions]
+
+
+# -- claims ----------------------------------------------------------------------
+
+
+def test_a_new_deployment_is_claimed_when_nothing_else_of_its_config_is_active() -> None:
+    actions = plan([row("New")], {}, ME, SOON)
+    assert actions == [Action("claim", "app", 1, 1)]
+
+
+@pytest.mark.parametrize("listed_first", [True, False], ids=["active-first", "new-first"])
+@pytest.mark.parametrize("active", ["Pending", "Running"])
+def test_a_new_deployment_is_not_claimed_while_another_of_its_config_is_active(active: str, listed_first: bool) -> None:
+    older, newer = row(active, claimant=OTHER), row("New", version=2)
+    rows = [older, newer] if listed_first else [newer, older]
+    assert plan(rows, {}, ME, SOON) == []
+
+
+def test_an_active_deployment_of_another_config_does_not_hold_back_a_claim() -> None:
+    busy = row("Running", config="other", step="other-1-deploy-1", claimant=OTHER)
+    actions = plan([busy, row("New")], {}, ME, SOON)
+    assert actions == [Action("claim", "app", 1, 1)]
+
+
+def test_only_one_new_deployment_per_config_is_claimed_in_a_pass() -> None:
+    rows = [row("New"), row("New", version=2), row("New", config="web"), row("New", config="web", version=2)]
+    actions = plan(rows, {}, ME, SOON)
+    assert [(a.kind, a.config, a.version) for a in actions] == [("claim", "app", 1), ("claim", "web", 1)]
+
+
+def test_a_cancelled_new_deployment_is_not_claimed() -> None:
+    assert plan([row("New", cancel=1)], {}, ME, SOON) == []
+
+
+def test_a_cancelled_new_deployment_does_not_hold_back_the_next_one() -> None:
+    actions = plan([row("New", cancel=1), row("New", version=2)], {}, ME, SOON)
+    assert [(a.kind, a.version) for a in actions] == [("claim", 2)]
+
+
+# -- ownership -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "observed"),
+    [
+        ({}, {}),
+        ({}, {DEPLOYER: seen("exited", 0)}),
+        ({"created": 1}, {DEPLOYER: seen("deleted")}),
+        ({"cancel": 1}, {DEPLOYER: seen("running")}),
+        ({"claimed_at": (CLAIMED_AT - timedelta(days=1)).isoformat()}, {DEPLOYER: seen("running")}),
+    ],
+    ids=["no-row", "exited", "deleted", "cancel", "expired"],
+)
+def test_a_deployment_claimed_by_another_claimant_is_left_alone(changes: dict[str, Any], observed: dict) -> None:
+    theirs = row("Running", claimant=OTHER, **changes)
+    assert plan([theirs], observed, ME, SOON) == []
+
+
+def test_a_deployment_whose_claimant_lease_expired_is_recorded_lost_not_created_or_stopped() -> None:
+    theirs = row("Running", claimant=OTHER, created=1, started=1)
+    actions = plan([theirs], {}, ME, SOON, frozenset({OTHER}))
+    assert actions == [Action("record_lost", "app", 1, 1, name=DEPLOYER, reason=f"claimant {OTHER} lease expired")]
+
+
+def test_our_own_deployment_is_never_recorded_lost_for_an_expired_lease() -> None:
+    actions = plan([row("Running", created=1, started=1)], {DEPLOYER: seen("running")}, ME, SOON, frozenset({ME}))
+    assert actions == []
+
+
+def test_an_expired_lease_of_an_unrelated_claimant_leaves_another_claimants_deployment_alone() -> None:
+    theirs = row("Running", claimant=OTHER, created=1, started=1)
+    assert plan([theirs], {}, ME, SOON, frozenset({"claimant-third"})) == []
+
+
+# -- creates and reports ---------------------------------------------------------
+
+
+def test_a_claimed_step_with_no_runtime_row_and_not_marked_created_is_created() -> None:
+    actions = plan([row()], {}, ME, SOON)
+    assert actions == [Action("create", "app", 1, 1, name=DEPLOYER)]
+
+
+def test_a_step_marked_created_is_never_created_again_even_with_no_runtime_row() -> None:
+    assert plan([row(created=1)], {}, ME, SOON) == []
+
+
+@pytest.mark.parametrize("kind", ["pre", "post"])
+def test_a_hook_step_is_created_under_its_own_name(kind: str) -> None:
+    hook = f"app-1-hook-{kind}-1-2"
+    actions = plan([row(step=hook, step_kind=kind)], {}, ME, SOON)
+    assert actions == [Action("create", "app", 1, 1, name=hook)]
+
+
+def test_a_runtime_row_for_a_step_not_marked_created_is_recorded_created_not_created() -> None:
+    actions = plan([row()], {DEPLOYER: seen("created")}, ME, SOON)
+    assert actions == [Action("record_created", "app", 1, 1, name=DEPLOYER)]
+
+
+@pytest.mark.parametrize("state", ["running", "exited"])
+def test_a_running_or_exited_deployer_not_marked_started_is_recorded_started(state: str) -> None:
+    actions = plan([row(created=1)], {DEPLOYER: seen(state, 0 if state == "exited" else None)}, ME, SOON)
+    assert kinds(actions)[0] == "record_started"
+    assert "create" not in kinds(actions)
+
+
+def test_a_deployer_only_created_is_not_recorded_started() -> None:
+    assert plan([row(created=1)], {DEPLOYER: seen("created")}, ME, SOON) == []
+
+
+def test_a_deployer_marked_started_is_not_recorded_started_again() -> None:
+    assert plan([row("Running", created=1, started=1)], {DEPLOYER: seen("running")}, ME, SOON) == []
+
+
+def test_an_exited_deployer_is_recorded_with_its_exit_code_and_reason() -> None:
+    observed = {DEPLOYER: seen("exited", 3, "exit code 3")}
+    actions = plan([row("Running", created=1, started=1)], observed, ME, SOON)
+    assert actions == [Action("record_exit", "app", 1, 1, name=DEPLOYER, exit_code=3, reason="exit code 3")]
+
+
+def test_a_deployer_seen_first_after_it_exited_is_recorded_created_started_and_exited_in_one_pass() -> None:
+    actions = plan([row()], {DEPLOYER: seen("exited", 0)}, ME, SOON)
+    assert kinds(actions) == ["record_created", "record_started", "record_exit"]
+    assert actions[-1].exit_code == 0
+
+
+@pytest.mark.parametrize("state", ["deleted", "lost", "stopped"])
+def test_a_deleted_lost_or_stopped_deployer_is_recorded_lost_and_never_created(state: str) -> None:
+    actions = plan([row("Running", created=1, started=1)], {DEPLOYER: seen(state)}, ME, SOON)
+    assert actions == [Action("record_lost", "app", 1, 1, name=DEPLOYER, reason=f"deployer {state}")]
+
+
+@pytest.mark.parametrize("state", ["deleted", "lost", "stopped"])
+def test_an_ended_row_for_a_step_not_marked_created_is_recorded_lost_not_created(state: str) -> None:
+    actions = plan([row()], {DEPLOYER: seen(state, reason="shim vanished")}, ME, SOON)
+    assert "create" not in kinds(actions)
+    assert actions[-1] == Action("record_lost", "app", 1, 1, name=DEPLOYER, reason="shim vanished")
+
+
+# -- cancel ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["created", "running"])
+def test_a_cancel_request_stops_a_deployer_that_still_runs(state: str) -> None:
+    actions = plan([row("Running", created=1, cancel=1)], {DEPLOYER: seen(state)}, ME, SOON)
+    assert actions == [Action("stop", "app", 1, 1, name=DEPLOYER, reason="cancelled")]
+
+
+def test_a_cancel_request_with_no_runtime_row_stops_the_name_so_the_executor_tombstones_it() -> None:
+    actions = plan([row(cancel=1)], {}, ME, SOON)
+    assert actions == [Action("stop", "app", 1, 1, name=DEPLOYER, reason="cancelled")]
+
+
+@pytest.mark.parametrize("state", ["exited", "stopped", "deleted", "lost"])
+def test_a_cancel_request_with_an_ended_deployer_is_confirmed(state: str) -> None:
+    actions = plan([row("Running", created=1, cancel=1)], {DEPLOYER: seen(state, 143)}, ME, SOON)
+    assert actions == [Action("cancel", "app", 1, 1, name=DEPLOYER)]
+
+
+def test_a_cancel_request_between_steps_is_confirmed() -> None:
+    assert plan([row(step=None, step_kind=None, cancel=1)], {}, ME, SOON) == [Action("cancel", "app", 1, 1)]
+
+
+# -- timeout ---------------------------------------------------------------------
+
+
+def test_an_attempt_past_its_timeout_from_the_claim_is_timed_out() -> None:
+    late = CLAIMED_AT + timedelta(seconds=600, milliseconds=1)
+    actions = plan([row("Running", created=1, started=1)], {DEPLOYER: seen("running")}, ME, late)
+    assert actions == [Action("timeout", "app", 1, 1, name=DEPLOYER, reason="timeout: attempt exceeded 600s")]
+
+
+def test_an_attempt_at_its_timeout_is_not_timed_out_yet() -> None:
+    on_time = CLAIMED_AT + timedelta(seconds=600)
+    actions = plan([row("Running", created=1, started=1)], {DEPLOYER: seen("running")}, ME, on_time)
+    assert actions == []
+
+
+def test_a_hook_past_the_timeout_is_timed_out_too() -> None:
+    hook = "app-1-hook-pre-1"
+    late = CLAIMED_AT + timedelta(seconds=601)
+    actions = plan([row(step=hook, step_kind="pre", created=1)], {hook: seen("running", name=hook)}, ME, late)
+    assert kinds(actions) == ["timeout"]
+    assert actions[0].name == hook
+
+
+# -- nothing to do ---------------------------------------------------------------
+
+
+def test_nothing_is_planned_for_a_pending_row_with_no_step() -> None:
+    assert plan([row(step=None, step_kind=None)], {}, ME, SOON) == []
+
+
+def test_nothing_is_planned_for_an_empty_view() -> None:
+    assert plan([], {}, ME, SOON) == []
