@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
@@ -52,8 +53,13 @@ def private_dir(path: Path) -> None:
 
 
 def private_file(path: Path) -> None:
-    """Create `path` empty with mode 0600 if missing (SQLite copies it to -wal and -shm)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
+    """Create `path` empty with mode 0600 if missing (SQLite copies it to -wal and -shm).
+
+    An existing file is never opened here: closing a descriptor of a database file would
+    drop the POSIX locks this process's SQLite connections hold on it.
+    """
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     if path.stat().st_mode & 0o077:
         path.chmod(0o600)

@@ -26,7 +26,7 @@ class Tracked:
 def connect(path: Path) -> sqlite_utils.Database:
     """A private file in WAL mode, autocommit so that transactions are explicit."""
     if not path.exists():
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -71,8 +71,12 @@ class Catalog:
 
     @contextmanager
     def setup_lock(self) -> Iterator[None]:
-        """New SQLite files opened by several processes at once fail: set them up one at a time."""
-        fd = os.open(self.folder / "catalog.db", os.O_RDWR | os.O_CREAT, 0o600)
+        """New SQLite files opened by several processes at once fail: set them up one at a time.
+
+        The lock is on the folder: closing a descriptor of a database file would drop
+        SQLite's own POSIX locks on it, held by this process's open connections.
+        """
+        fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

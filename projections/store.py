@@ -106,10 +106,13 @@ class ProjectionStore:
         """Bring each projection to the head of the log (read-your-writes for every read)."""
         if self.frozen:
             return
+        # Positions before the head: a twin process may append and catch up in between,
+        # and a position read after the head could then look ahead of the log.
+        tracked = {p.name: files.tracked(self.db(p.name), p.name) or Tracked(p.version, 0, "") for p in projections}
         head = self.source.head()
         behind: dict[str, int] = {}
         for p in projections:
-            at = files.tracked(self.db(p.name), p.name) or Tracked(p.version, 0, "")
+            at = tracked[p.name]
             if self._is_invalid(p, at, head):
                 self.rebuild([p])
                 at = files.tracked(self.db(p.name), p.name)  # type: ignore[assignment]
@@ -204,6 +207,12 @@ class ProjectionStore:
         shadow.close()
         self._open.pop(p.name, None)
         self.catalog.remove_strays(p.name, keep={path})
+
+    def close(self) -> None:
+        for _, db in self._open.values():
+            db.close()
+        self._open.clear()
+        self.catalog.db.close()
 
     # -- reporting -----------------------------------------------------------
 

@@ -55,6 +55,8 @@ class State:
         return new_meta(self.actor, **extra)
 
     def close(self) -> None:
+        if "projections" in self.__dict__:
+            self.projections.close()
         if "app" in self.__dict__:
             self.app.close()
 

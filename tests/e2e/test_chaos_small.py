@@ -1,0 +1,48 @@
+"""A small seeded chaos run (bench/chaos.py) with real processes: every invariant counter is clean.
+
+Sizes come from ROLLOUTS_CHAOS_SEED, ROLLOUTS_CHAOS_CONFIGS, ROLLOUTS_CHAOS_ROLLOUTS,
+ROLLOUTS_CHAOS_CONTROLLERS and ROLLOUTS_CHAOS_MINUTES when set (for longer runs); the
+default is the CI size, which finishes well within three minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = {"seed": "1", "configs": "3", "rollouts": "20", "controllers": "2", "minutes": "1"}
+CLEAN = ("duplicates", "overlaps", "lost_writes", "phantom_writes", "unlogged_runs", "orphans")
+TRUE = ("audit_ok", "views_equal_rebuild", "settled")
+
+
+def sizes() -> dict[str, str]:
+    return {key: os.environ.get(f"ROLLOUTS_CHAOS_{key.upper()}", default) for key, default in SIZES.items()}
+
+
+@pytest.mark.slow
+def test_small_chaos_run_keeps_every_invariant() -> None:
+    chosen = sizes()
+    argv = [sys.executable, str(ROOT / "bench" / "chaos.py")]
+    for key, value in chosen.items():
+        argv += [f"--{key}", value]
+    budget = 170 if chosen == SIZES else float(chosen["minutes"]) * 60 * 2 + 600
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=budget)
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"no output (exit {proc.returncode})\nstderr:\n{proc.stderr[-4000:]}"
+    result = json.loads(lines[-1])
+    why = f"exit {proc.returncode}\nresult: {result}\nstderr:\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, why
+    for key in CLEAN:
+        assert result[key] == 0, why
+    for key in TRUE:
+        assert result[key] is True, why
+    assert result["seed"] == int(chosen["seed"]), why
+    assert result["rollouts"] > 0, why
+    assert result["kills"] > 0 and result["restores"] > 0 and result["rebuilds"] > 0, why
