@@ -8,8 +8,10 @@ from typing import Any
 
 import click
 
+from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.state import State, pass_state
+from adapters.cli.types import REVISION
 from domain.errors import NotFound
 
 
@@ -19,11 +21,11 @@ def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> st
         return None
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat()
+    except (ValueError, OverflowError):
         raise click.BadParameter(f"{value!r} is not an ISO time like 2026-01-31T12:00:00") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
 
 
 def _require_config(db: Any, name: str) -> None:
@@ -32,8 +34,8 @@ def _require_config(db: Any, name: str) -> None:
 
 
 @click.command()
-@click.argument("name", required=False)
-@click.option("--revision", type=click.IntRange(min=1), help="Only events about this version (needs NAME).")
+@click.argument("name", required=False, callback=valid_name)
+@click.option("--revision", type=REVISION, help="Only events about this version (needs NAME).")
 @click.option("--type", "type_", help="Only events of this type, e.g. DeployerClaimed.")
 @click.option("--since", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset).")
 @click.option("--actor", help="Only events caused by this actor.")
@@ -80,7 +82,7 @@ def events(
 
 
 @click.command()
-@click.argument("name", required=False)
+@click.argument("name", required=False, callback=valid_name)
 @output_option
 @pass_state
 def audit(state: State, name: str | None, output: str) -> None:

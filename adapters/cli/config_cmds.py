@@ -13,9 +13,11 @@ from adapters.cli.state import State, pass_state
 from domain.errors import NotFound
 
 
-def valid_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     from domain.spec import validate_name
 
+    if value is None:
+        return None
     try:
         return validate_name(value)
     except ValueError as error:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import click
 
 from adapters.cli.state import State, pass_state
+from adapters.cli.types import Seconds
 
 
 @click.group()
@@ -26,12 +27,12 @@ def controller() -> None:
 @click.option("--until-idle", is_flag=True, help="Exit 0 once no deployment is waiting or active.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.01),
+    type=Seconds(0.01),
     default=0.2,
     show_default=True,
     help="Seconds between passes when nothing changed.",
 )
-@click.option("--timeout", type=click.FloatRange(min=0), help="Stop after SECONDS (exit 1 with --until-idle).")
+@click.option("--timeout", type=Seconds(), help="Stop after SECONDS (exit 1 with --until-idle).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate actions on stderr.")
 @pass_state
 def run(state: State, once: bool, until_idle: bool, interval: float, timeout: float | None, quiet: bool) -> None:

@@ -11,6 +11,7 @@ import click
 from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import output_option, show
 from adapters.cli.state import State, pass_state
+from adapters.cli.types import REVISION
 from domain.errors import NotFound
 
 COLUMNS = ["name", "config", "version", "attempt", "state", "exit_code", "reason", "created_at", "ended_at"]
@@ -84,7 +85,7 @@ def delete(state: State, deployer: str) -> None:
 
 @click.command()
 @click.argument("name", callback=valid_name)
-@click.option("--revision", type=click.IntRange(min=1), help="Default: the latest version.")
+@click.option("--revision", type=REVISION, help="Default: the latest version.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing output until the deployment ends.")
 @pass_state
 def logs(state: State, name: str, revision: int | None, follow: bool) -> None:

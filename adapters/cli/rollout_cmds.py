@@ -11,6 +11,7 @@ import click
 from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, table
 from adapters.cli.state import State, pass_state
+from adapters.cli.types import REVISION, Seconds
 from domain.errors import NotFound
 
 HISTORY_COLUMNS = (
@@ -89,7 +90,7 @@ def retry(state: State, name: str) -> None:
 
 @rollout.command()
 @name_argument
-@click.option("--to-revision", type=click.IntRange(min=1), help="Default: the last Complete before the latest.")
+@click.option("--to-revision", type=REVISION, help="Default: the last Complete before the latest.")
 @pass_state
 def undo(state: State, name: str, to_revision: int | None) -> None:
     """Roll NAME back: a new version with an earlier revision's spec.
@@ -152,7 +153,7 @@ def history_rows(state: State, name: str, revision: int | None = None) -> list[d
 
 @rollout.command()
 @name_argument
-@click.option("--revision", type=click.IntRange(min=1), help="Show only this revision, with its spec and runs.")
+@click.option("--revision", type=REVISION, help="Show only this revision, with its spec and runs.")
 @output_option
 @pass_state
 def history(state: State, name: str, revision: int | None, output: str) -> None:
@@ -204,7 +205,7 @@ def _revision_detail(row: dict[str, Any]) -> None:
 @rollout.command()
 @name_argument
 @click.option("--watch", "-w", is_flag=True, help="Wait until the latest deployment is Complete or Failed.")
-@click.option("--timeout", type=click.FloatRange(min=0), help="With --watch: give up after SECONDS (exit 1).")
+@click.option("--timeout", type=Seconds(), help="With --watch: give up after SECONDS (exit 1).")
 @pass_state
 def status(state: State, name: str, watch: bool, timeout: float | None) -> None:
     """Print the phase of NAME's latest deployment.
