@@ -67,7 +67,8 @@ class Catalog:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.setup_lock():
             self.db = connect(folder / "catalog.db")
-            self.db.execute("CREATE TABLE IF NOT EXISTS current (name TEXT PRIMARY KEY, file TEXT)")
+            if not self.db["current"].exists():
+                self.db.execute("CREATE TABLE current (name TEXT PRIMARY KEY, file TEXT)")
 
     @contextmanager
     def setup_lock(self) -> Iterator[None]:

@@ -80,7 +80,7 @@ class ProjectionStore:
         raise RuntimeError(f"cannot open projection {projection.name}")
 
     def _create_current(self, projection: Projection) -> sqlite_utils.Database:
-        with self.catalog.setup_lock():
+        with self.catalog.setup_lock(), immediate(self.catalog.db):
             path = self.catalog.current(projection.name)
             if path is None or not path.exists():
                 path = self.catalog.next_file(projection.name)
@@ -185,24 +185,28 @@ class ProjectionStore:
                     progress(last, head)
 
     def _rebuild_shadow(self, p: Projection, progress: Progress | None) -> None:
-        """Build a new file while the live one serves, then swap once it is not behind."""
-        path = self.catalog.next_file(p.name)
-        shadow = self._new_file(p, path)
-        self._log_id = None
-        head = self.source.head()
-        for batch, last in self._batches(0, head):
-            self._apply(p, shadow, batch, last)
-            if progress:
-                progress(last, head)
+        """Build a new file while the live one serves, then swap once it is not behind.
+
+        The catalog's write lock is held throughout: shadow builds of one folder run one at
+        a time, so none picks another's file name or deletes another's file in progress.
+        """
         live = self.db(p.name)
-        with immediate(live):  # hold live catch-ups while the shadow passes the live position
-            live_at = files.tracked(live, p.name)
-            shadow_at = files.tracked(shadow, p.name)
-            while live_at and shadow_at and shadow_at.position < live_at.position:
-                for batch, last in self._batches(shadow_at.position, live_at.position):
-                    self._apply(p, shadow, batch, last)
+        with immediate(self.catalog.db):
+            path = self.catalog.next_file(p.name)
+            shadow = self._new_file(p, path)
+            self._log_id = None
+            head = self.source.head()
+            for batch, last in self._batches(0, head):
+                self._apply(p, shadow, batch, last)
+                if progress:
+                    progress(last, head)
+            with immediate(live):  # hold live catch-ups while the shadow passes the live position
+                live_at = files.tracked(live, p.name)
+                # A live view ahead of the log (or of another log) is wrong: pass the head, not it.
+                target = min(live_at.position, self.source.head()) if live_at else 0
                 shadow_at = files.tracked(shadow, p.name)
-            with immediate(self.catalog.db):
+                for batch, last in self._batches(shadow_at.position if shadow_at else 0, target):
+                    self._apply(p, shadow, batch, last)
                 self.catalog.point(p.name, path)
         shadow.close()
         self._open.pop(p.name, None)
@@ -231,7 +235,9 @@ class ProjectionStore:
                     "head": head,
                     "lag": max(0, head - at.position),
                     "rows": sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in p.tables),
-                    "stale": at.version != p.version or at.position > head,
+                    "stale": at.version != p.version
+                    or at.position > head
+                    or bool(at.log_id and head and at.log_id != self.log_id()),
                 }
             )
         return rows
