@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -16,7 +16,9 @@ from domain import ids, rollout
 from domain.config import DeploymentConfig
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
-from domain.spec import Spec
+
+if TYPE_CHECKING:
+    from domain.spec import Spec
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
@@ -26,6 +28,12 @@ TRIES = 12
 
 class WriteConflict(Exception):
     """A write still conflicted after its retries (the CLI exits 3)."""
+
+
+def config_spec(config: DeploymentConfig) -> Spec:
+    from domain.spec import Spec  # pydantic loads only for commands that change a spec
+
+    return Spec.model_validate(config.spec)
 
 
 def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
@@ -114,7 +122,7 @@ class RolloutsApp(Application[UUID]):
 
         def decision() -> Decision[tuple[bool, int | None]]:
             config = self.config(name)
-            old = Spec.model_validate(config.spec)
+            old = config_spec(config)
             new = change(old)
             if not config.change_spec(new.to_data(), meta):
                 return [], (False, None)
@@ -144,7 +152,7 @@ class RolloutsApp(Application[UUID]):
             config = self.config(name)
             source = self._undo_source(config, to_revision)
             config.check_can_roll_out()
-            spec = {**config.spec, **Spec.model_validate(source.spec).rollout_part()}
+            spec = {**config.spec, **source.typed_spec().rollout_part()}
             config.change_spec(spec, meta)
             cause = f"rollback to {source.revision}"
             aggregates = rollout.trigger(config, [], cause=cause, message=None, supersede=False, meta=meta)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
 from domain import ids, phases
 from domain.errors import DomainError
-from domain.spec import HOOK_TRIES, Spec
+from domain.names import HOOK_TRIES
+
+if TYPE_CHECKING:
+    from domain.spec import Spec
 
 Meta = dict[str, Any]
 CANCELLED = "cancelled"
@@ -60,6 +63,8 @@ class Deployment(Aggregate):
         return self.phase in phases.TERMINAL
 
     def typed_spec(self) -> Spec:
+        from domain.spec import Spec  # pydantic only where a typed spec is needed
+
         return Spec.model_validate(self.spec)
 
     def step_for(self, kind: str, try_: int = 1) -> dict[str, Any] | None:

@@ -7,20 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+from domain.names import HOOK_TRIES, NAME_PATTERN, validate_name  # noqa: F401 - re-exported
+
 ENV_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HOOK_POLICIES = ("abort", "retry", "ignore")
-HOOK_TRIES = 3
-
-
-def validate_name(name: str) -> str:
-    """Return `name` if it is a DNS-1123 label of at most 63 characters."""
-    if len(name) > 63 or not NAME_PATTERN.fullmatch(name):
-        raise ValueError(
-            f"invalid name {name[:80]!r}: must be a DNS-1123 label "
-            "(lowercase letters, digits and '-', at most 63 characters)"
-        )
-    return name
 
 
 def _argv_not_blank(argv: list[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -162,25 +163,31 @@ class ProjectionStore:
     def rebuild(
         self, projections: Sequence[Projection] = ALL, *, shadow: bool = False, progress: Progress | None = None
     ) -> None:
+        if not shadow:
+            self._rebuild_in_place(projections, progress)
+            return
         for p in projections:
-            if shadow:
-                self._rebuild_shadow(p, progress)
-            else:
-                self._rebuild_in_place(p, progress)
+            self._rebuild_shadow(p, progress)
 
-    def _rebuild_in_place(self, p: Projection, progress: Progress | None) -> None:
-        """Replay from zero in ONE transaction: readers keep the old rows until it commits."""
-        db = self.db(p.name)
+    def _rebuild_in_place(self, projections: Sequence[Projection], progress: Progress | None) -> None:
+        """Replay from zero in ONE transaction per file: readers keep the old rows until it commits.
+
+        Each batch is read and decoded once and folded into every projection being rebuilt.
+        """
+        dbs = {p.name: self.db(p.name) for p in projections}
         head = self.source.head()
         self._log_id = None
-        with immediate(db):
-            for table in p.tables:
-                db.execute(f"DROP TABLE IF EXISTS {table}")
-            p.create(db)
-            files.track(db, p.name, Tracked(p.version, 0, self.log_id()))
+        with contextlib.ExitStack() as stack:
+            for p in projections:
+                db = stack.enter_context(immediate(dbs[p.name]))
+                for table in p.tables:
+                    db.execute(f"DROP TABLE IF EXISTS {table}")
+                p.create(db)
+                files.track(db, p.name, Tracked(p.version, 0, self.log_id()))
             for batch, last in self._batches(0, head):
-                p.apply(db, batch)
-                files.track(db, p.name, Tracked(p.version, last, self.log_id()))
+                for p in projections:
+                    p.apply(dbs[p.name], batch)
+                    files.track(dbs[p.name], p.name, Tracked(p.version, last, self.log_id()))
                 if progress:
                     progress(last, head)
 

@@ -14,7 +14,7 @@ from domain.errors import NotFound
 
 
 def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from domain.spec import validate_name
+    from domain.names import validate_name
 
     if value is None:
         return None

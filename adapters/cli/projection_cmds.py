@@ -56,11 +56,17 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
 
     chosen = projections_named(names)
     store = state.projections
-    for p in chosen:
+    # In place, every projection is fed from one read of the log; shadows are built one by one.
+    groups = [[p] for p in chosen] if shadow else [chosen]
+    for group in groups:
         head = store.source.head()
+        label = ", ".join(p.name for p in group)
         if sys.stderr.isatty():
-            with click.progressbar(length=max(head, 1), label=f"rebuilding {p.name}", file=sys.stderr) as bar:
-                store.rebuild([p], shadow=shadow, progress=lambda position, _, bar=bar: bar.update(position - bar.pos))
+            with click.progressbar(length=max(head, 1), label=f"rebuilding {label}", file=sys.stderr) as bar:
+                store.rebuild(
+                    group, shadow=shadow, progress=lambda position, _, bar=bar: bar.update(position - bar.pos)
+                )
         else:
-            store.rebuild([p], shadow=shadow)
-        click.echo(f"rebuilt {p.name} to position {head}{' (shadow swap)' if shadow else ''}")
+            store.rebuild(group, shadow=shadow)
+        for p in group:
+            click.echo(f"rebuilt {p.name} to position {head}{' (shadow swap)' if shadow else ''}")

@@ -1,0 +1,893 @@
+#!/usr/bin/env python
+"""A seeded, bounded chaos run of Rollouts with real processes on one temporary home (SQLite).
+
+    python bench/chaos.py --seed 1 --configs 3 --rollouts 20 --controllers 2 --minutes 1
+
+What runs, all as real processes against one home:
+
+- K controllers (`controller run --interval 0.05 -q`), SIGKILLed at random and restarted;
+- C configs, some with pre/post hooks of mixed policies, some with `--trigger config-change`,
+  a short `--timeout` or a small `--history-limit`;
+- concurrent CLI commands until R versions were triggered (or `--minutes` passed):
+  `rollout latest [--supersede]`, `cancel`, `retry`, `undo`, `pause`/`resume`, `config set`
+  (env, command, hooks, timeout; racing each other), and reads;
+- chaos: SIGKILL of controllers and of deployer shims (found through the `shim_pid` of
+  running rows of HOME/runtime/runtime.db, start time checked in /proc first),
+  `deployers delete` of running deployers, `projections rebuild` (plain and `--shadow`),
+  and restores of an old copy of HOME/projections (copied, then copied back later, each
+  time with every controller and command stopped).
+
+Every deployer and hook is `sh -c 'echo "start $ROLLOUT_DEPLOYER $(date +%s.%N)" >> GT;
+sleep 0.X; echo "end $ROLLOUT_DEPLOYER ..." >> GT; exit ${FAIL_...:-0}'` with GT a file outside
+the home: the ground truth. (`config set --env FAIL_DEPLOY=1` and the like make some fail.)
+
+At the end chaos stops, one `controller run --until-idle` settles the home (after cancelling
+what is still open if it does not settle alone), and the run checks:
+
+- duplicates: deployer or hook names started more than once in GT;
+- overlaps: two steps of one config alive at once (a step killed before its 'end' is alive
+  until its runtime `ended_at`, or for ever);
+- lost_writes: a version printed by a command missing from `rollout history`, a command
+  that exited 0 with none of the events it stands for (found by its unique `--as` actor),
+  or a printed version not visible to the very next read;
+- audit_ok: `rollouts audit` exits 0;
+- views_equal_rebuild: `events`, `rollout history` and `config list` (json) equal before and
+  after `projections rebuild`, and after `projections rebuild --shadow`;
+- and, as extra keys: phantom_writes (events of a refused command, versions nobody
+  printed), unlogged_runs (a GT run no event names), orphans (steps still created/running
+  after the settle), settled, controller_crashes (a controller that died by itself).
+
+The last line of stdout is one JSON object; the exit status is 1 on any violation. Every
+process started here is stopped on exit, Ctrl-C and SIGTERM included. The temporary
+directory is removed on success and kept (its path printed on stderr) otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+ROLLOUTS = [sys.executable, "-m", "adapters.cli"]
+STEP_NAME = re.compile(r"^(?P<config>[a-z0-9-]+?)-(?P<version>\d+)-(?:deploy|hook-pre|hook-post)-\d+(?:-\d+)?$")
+OPEN_PHASES = ("New", "Pending", "Running")
+FAIL_VAR = {"deploy": "FAIL_DEPLOY", "pre": "FAIL_PRE", "post": "FAIL_POST"}
+POLICIES = ("abort", "retry", "ignore")
+OP_TIMEOUT = 600.0
+
+# Weights of what the issuing loop does next (writes, reads and chaos in one seeded stream).
+WEIGHTS = {
+    "latest_supersede": 30,
+    "latest": 18,
+    "undo": 5,
+    "config_set": 10,
+    "cancel": 7,
+    "retry": 8,
+    "pause": 2,
+    "resume": 5,
+    "read": 3,
+    "kill_controller": 2,
+    "kill_shim": 3,
+    "delete": 3,
+    "rebuild": 1,
+    "rebuild_shadow": 1,
+}
+# Progress points (fraction of the rollouts or of the time, whichever is further).
+BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and restore only
+RESTORES = (0.4, 0.8)
+# Every kind of chaos happens at least once, even in a tiny run: forced once past these points.
+FORCED = {"kill_controller": 0.2, "kill_shim": 0.25, "delete": 0.3, "rebuild": 0.4, "rebuild_shadow": 0.45}
+WRITES = ("latest", "latest_supersede", "undo", "config_set", "config_create", "cancel", "retry", "pause", "resume")
+EXPECTED_TYPE = {
+    "latest": "RolloutTriggered",
+    "latest_supersede": "RolloutTriggered",
+    "undo": "RolloutTriggered",
+    "cancel": "CancelRequested",
+    "retry": "RetryRequested",
+    "pause": "Paused",
+    "resume": "Resumed",
+    "config_create": "Registered",
+}
+
+
+# -- small helpers -----------------------------------------------------------------------------
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live, non-zombie pid; None otherwise."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].decode().split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def alive(pid: int | None, start: int | None) -> bool:
+    return pid is not None and start is not None and proc_start_time(pid) == start
+
+
+def epoch(iso: str | None) -> float | None:
+    return None if iso is None else datetime.fromisoformat(iso).timestamp()
+
+
+def step_script(gt: Path, sleep: float, kind: str) -> str:
+    out = shlex.quote(str(gt))
+    return (
+        f'echo "start $ROLLOUT_DEPLOYER $(date +%s.%N)" >> {out}; sleep {sleep}; '
+        f'echo "end $ROLLOUT_DEPLOYER $(date +%s.%N)" >> {out}; exit ${{{FAIL_VAR[kind]}:-0}}'
+    )
+
+
+def tail(path: Path, lines: int = 8) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@dataclass
+class Op:
+    id: int
+    kind: str
+    config: str | None
+    args: list[str]
+    actor: str
+    check_read: bool = False  # read the printed version back at once (read-your-writes)
+    pick: float = 0.0  # seeded choice among what exists at run time (deployer to delete)
+    rc: int | None = None
+    out: str = ""
+    err: str = ""
+    version: int | None = None
+    updated: bool = False  # config set said "updated"
+    read_back: bool | None = None
+    t0: float = 0.0
+    t1: float = 0.0
+
+
+@dataclass
+class Conf:
+    name: str
+    trigger: str
+    latest_known: int = 0
+
+
+@dataclass
+class Controller:
+    slot: int
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+    generation: int = 0
+    killed: bool = False
+    down_until: float = 0.0
+
+
+@dataclass
+class Verdict:
+    details: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, what: str, item: Any) -> None:
+        self.details[what].append(item)
+
+    def count(self, what: str) -> int:
+        return len(self.details.get(what, []))
+
+
+class Interrupted(Exception):
+    pass
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+class Chaos:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"rollouts-chaos-{args.seed}-"))
+        self.home = self.tmp / "home"
+        self.gt = self.tmp / "ground-truth"
+        self.work = self.tmp / "work"
+        self.logs = self.tmp / "logs"
+        self.backup = self.tmp / "projections-backup"
+        for folder in (self.work, self.logs):
+            folder.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
+        env["ROLLOUTS_HOME"] = str(self.home)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        self.env = env
+        self.lock = threading.Lock()
+        self.procs: set[subprocess.Popen[Any]] = set()
+        self.ops: list[Op] = []
+        self.op_ids = 0
+        self.versions = 0  # versions printed by commands (triggered rollouts)
+        self.counts: Counter[str] = Counter()
+        self.stopping = False
+        self.configs: list[Conf] = []
+        self.controllers = [Controller(i) for i in range(args.controllers)]
+        self.journal = open(self.tmp / "ops.jsonl", "w")  # noqa: SIM115 - closed in cleanup()
+        self.started = time.monotonic()
+        self.issue_start = self.started
+        self.keep = True
+
+    # -- processes -----------------------------------------------------------
+
+    def cli(
+        self, args: list[str], actor: str | None = None, timeout: float = OP_TIMEOUT
+    ) -> tuple[int | None, str, str]:
+        """Run `rollouts ARGS` to its end; (None, ...) if it had to be killed."""
+        if self.stopping:
+            raise Interrupted
+        argv = [*ROLLOUTS, *(["--as", actor] if actor else []), *args]
+        proc = subprocess.Popen(argv, cwd=self.work, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with self.lock:
+            self.procs.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            return None, out.decode(errors="replace"), err.decode(errors="replace") + "\n(killed: timed out)"
+        finally:
+            with self.lock:
+                self.procs.discard(proc)
+
+    def json_of(self, args: list[str]) -> Any:
+        rc, out, err = self.cli([*args, "-o", "json"], timeout=900)
+        if rc != 0:
+            raise RuntimeError(f"rollouts {' '.join(args)} exited {rc}: {err.strip()[-500:]}")
+        return json.loads(out)
+
+    def start_controller(self, c: Controller) -> None:
+        c.generation += 1
+        c.log = self.logs / f"controller-{c.slot}-{c.generation}.log"
+        actor = f"chaos-controller-{c.slot}"
+        argv = [*ROLLOUTS, "--as", actor, "controller", "run", "--interval", "0.05", "-q"]
+        with open(c.log, "wb") as log:
+            c.proc = subprocess.Popen(argv, cwd=self.work, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        c.killed = False
+
+    def kill_controller(self, c: Controller, *, delay: float) -> bool:
+        if c.proc is None or c.proc.poll() is not None:
+            return False
+        c.killed = True
+        c.proc.send_signal(signal.SIGKILL)
+        c.proc.wait()
+        c.proc = None
+        c.down_until = time.monotonic() + delay
+        self.counts["controller_kills"] += 1
+        return True
+
+    def maintain_controllers(self, verdict: Verdict) -> None:
+        """Restart controllers that were killed (after their delay) or that died by themselves."""
+        now = time.monotonic()
+        for c in self.controllers:
+            if c.proc is not None and c.proc.poll() is not None:
+                verdict.add(
+                    "controller_crashes",
+                    {"slot": c.slot, "generation": c.generation, "rc": c.proc.returncode, "log": tail(c.log)},  # type: ignore[arg-type]
+                )
+                c.proc = None
+            if c.proc is None and now >= c.down_until:
+                self.start_controller(c)
+
+    def stop_controllers(self, *, kill: bool) -> None:
+        for c in self.controllers:
+            if c.proc is None:
+                continue
+            if kill:
+                self.kill_controller(c, delay=0)
+                continue
+            c.proc.send_signal(signal.SIGTERM)
+        for c in self.controllers:
+            if c.proc is None:
+                continue
+            try:
+                c.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+            c.proc = None
+
+    def runtime_rows(self, where: str = "") -> list[sqlite3.Row]:
+        db_path = self.home / "runtime" / "runtime.db"
+        if not db_path.exists():
+            return []
+        try:
+            db = sqlite3.connect(db_path, timeout=30)
+        except sqlite3.Error:
+            return []
+        try:
+            db.row_factory = sqlite3.Row
+            return db.execute(f"SELECT * FROM deployers {where} ORDER BY name").fetchall()
+        except sqlite3.Error:
+            return []
+        finally:
+            db.close()
+
+    def kill_shim(self, pick: float) -> bool:
+        rows = [
+            r
+            for r in self.runtime_rows("WHERE state IN ('created', 'running') AND shim_pid IS NOT NULL")
+            if alive(r["shim_pid"], r["shim_start"])
+        ]
+        if not rows:
+            return False
+        row = rows[int(pick * len(rows))]
+        if not alive(row["shim_pid"], row["shim_start"]):  # verified again just before the kill
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(row["shim_pid"], signal.SIGKILL)
+            self.counts["shim_kills"] += 1
+            self.log(f"SIGKILL shim {row['shim_pid']} of {row['name']}")
+            return True
+        return False
+
+    def cleanup(self) -> None:
+        """Stop everything this run started: commands, controllers, shims, deployer groups."""
+        self.stopping = True
+        with self.lock:
+            procs = list(self.procs)
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        for c in self.controllers:
+            if c.proc is not None and c.proc.poll() is None:
+                c.proc.kill()
+                c.proc.wait()
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+        for row in self.runtime_rows("WHERE shim_pid IS NOT NULL OR pgid IS NOT NULL"):
+            if alive(row["shim_pid"], row["shim_start"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(row["shim_pid"], signal.SIGKILL)
+            if row["pgid"] is not None and alive(row["pgid"], row["start_time"]):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(row["pgid"], signal.SIGKILL)
+        with self.lock, contextlib.suppress(Exception):
+            self.journal.close()
+
+    def record(self, op: Op) -> None:
+        """Append the op to ops.jsonl (the evidence kept when a run fails)."""
+        with self.lock, contextlib.suppress(ValueError):  # closed by cleanup(): nothing to keep
+            self.journal.write(json.dumps(asdict(op)) + "\n")
+
+    def log(self, text: str) -> None:
+        if self.args.verbose:
+            print(f"[{time.monotonic() - self.started:7.1f}s] {text}", file=sys.stderr, flush=True)
+
+    # -- setup ---------------------------------------------------------------
+
+    def setup(self) -> None:
+        rng = self.rng
+        create_ops = []
+        for i in range(self.args.configs):
+            name = f"chaos-{i}"
+            trigger = "config-change" if rng.random() < 0.25 else "manual"
+            args = ["config", "create", name, "--trigger", trigger, "--env", "NOISE=0"]
+            if rng.random() < 0.2:
+                args += ["--timeout", "3"]
+            if rng.random() < 0.3:
+                args += ["--history-limit", "2"]
+            for which in ("pre", "post"):
+                if rng.random() < 0.4:
+                    args += [f"--{which}-hook", self.hook(which), f"--{which}-hook-policy", rng.choice(POLICIES)]
+            args += ["--", "sh", "-c", step_script(self.gt, self.sleep(), "deploy")]
+            self.configs.append(Conf(name, trigger))
+            create_ops.append(self.new_op("config_create", name, args))
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(self.run_op, create_ops))
+        failed = [op for op in create_ops if op.rc != 0]
+        if failed:
+            raise RuntimeError(f"config create failed: {failed[0].rc} {failed[0].err.strip()}")
+
+    def sleep(self) -> float:
+        return round(self.rng.choice((0.1, 0.2, 0.3, 0.4, 0.5)), 1)
+
+    def hook(self, which: str) -> str:
+        return shlex.join(["sh", "-c", step_script(self.gt, round(self.rng.choice((0.1, 0.2, 0.3)), 1), which)])
+
+    # -- issuing -------------------------------------------------------------
+
+    def new_op(self, kind: str, config: str | None, args: list[str], **extra: Any) -> Op:
+        self.op_ids += 1
+        op = Op(self.op_ids, kind, config, args, actor=f"chaos-op-{self.op_ids}", **extra)
+        self.ops.append(op)
+        return op
+
+    def draw(self, kind: str | None = None) -> Op:
+        """The next command, every choice from the seeded generator."""
+        rng = self.rng
+        kind = kind or rng.choices(list(WEIGHTS), list(WEIGHTS.values()))[0]
+        conf = rng.choice(self.configs)
+        name = conf.name
+        pick = rng.random()
+        check_read = rng.random() < 0.25
+        if kind in ("latest", "latest_supersede"):
+            args = ["rollout", "latest", name, "--reason", f"chaos {self.op_ids + 1}"]
+            args += ["--supersede"] if kind == "latest_supersede" else []
+        elif kind == "undo":
+            args = ["rollout", "undo", name]
+            if conf.latest_known and rng.random() < 0.5:
+                args += ["--to-revision", str(rng.randint(1, conf.latest_known))]
+        elif kind == "config_set":
+            args = ["config", "set", name, *self.spec_change()]
+        elif kind in ("cancel", "retry", "pause", "resume"):
+            args = ["rollout", kind, name]
+        elif kind == "read":
+            args = rng.choice(
+                (
+                    ["rollout", "status", name],
+                    ["rollout", "history", name, "-o", "json"],
+                    ["events", name, "--type", "DeployerCreated", "-o", "json"],
+                    ["projections", "status"],
+                    ["deployers", "list"],
+                )
+            )
+        elif kind in ("rebuild", "rebuild_shadow"):
+            args = ["projections", "rebuild", *(["--shadow"] if kind == "rebuild_shadow" else [])]
+        else:  # kill_controller, kill_shim, delete: what to hit is chosen at run time with `pick`
+            args = []
+        return self.new_op(kind, name, args, check_read=check_read, pick=pick)
+
+    def spec_change(self) -> list[str]:
+        rng = self.rng
+        v = rng.random()
+        if v < 0.3:
+            return ["--env", f"NOISE={rng.randrange(1_000_000)}"]
+        if v < 0.45:
+            return ["--env", f"{rng.choice(list(FAIL_VAR.values()))}={1 if rng.random() < 0.25 else 0}"]
+        if v < 0.65:
+            return ["--", "sh", "-c", step_script(self.gt, self.sleep(), "deploy")]
+        if v < 0.8:
+            which = rng.choice(("pre", "post"))
+            if rng.random() < 0.3:
+                return [f"--{which}-hook", ""]
+            return [f"--{which}-hook", self.hook(which), f"--{which}-hook-policy", rng.choice(POLICIES)]
+        if v < 0.9:
+            return ["--timeout", str(rng.choice((3, 5, 120)))]
+        return ["--env", "NOISE-"]
+
+    def run_op(self, op: Op) -> Op:
+        op.t0 = time.time()
+        try:
+            if op.kind == "delete":
+                rows = self.runtime_rows("WHERE state = 'running'")
+                if not rows:
+                    op.rc = None
+                    return op
+                target = rows[int(op.pick * len(rows))]["name"]
+                op.args = ["deployers", "delete", target]
+            op.rc, op.out, op.err = self.cli(op.args, actor=op.actor)
+            self.note(op)
+            if op.version is not None and op.check_read:
+                argv = ["rollout", "history", op.config, "--revision", str(op.version), "-o", "json"]
+                rc, out, err = self.cli(argv)  # type: ignore[list-item]
+                op.read_back = rc == 0 and any(r.get("version") == op.version for r in json.loads(out or "[]"))
+                if not op.read_back:
+                    op.err += f"\nread back: exit {rc}: {err.strip()[-300:]}"
+        except Interrupted:
+            pass
+        finally:
+            op.t1 = time.time()
+            self.record(op)
+        return op
+
+    def note(self, op: Op) -> None:
+        """Read what a command printed: the version it triggered, whether it changed the spec."""
+        if op.rc != 0:
+            return
+        out = op.out.strip()
+        if op.kind in ("latest", "latest_supersede") and out.isdigit():
+            op.version = int(out)
+        elif op.kind == "undo":
+            m = re.search(r"as version (\d+)", out)
+            op.version = int(m[1]) if m else None
+        elif op.kind in ("config_set", "config_create"):
+            op.updated = " updated" in out or op.kind == "config_create"
+            m = re.search(r"version (\d+) triggered", out)
+            op.version = int(m[1]) if m else None
+        elif op.kind == "delete":
+            self.counts["deletes"] += 1
+        elif op.kind in ("rebuild", "rebuild_shadow"):
+            self.counts[op.kind] += 1
+        if op.version is not None:
+            with self.lock:
+                self.versions += 1
+                for conf in self.configs:
+                    if conf.name == op.config:
+                        conf.latest_known = max(conf.latest_known, op.version)
+
+    # -- stop the world: projection backups and restores ---------------------
+
+    def quiesce(self, inflight: set[Future[Op]]) -> None:
+        wait(inflight)
+        inflight.clear()
+        self.stop_controllers(kill=True)
+
+    def take_backup(self) -> None:
+        shutil.rmtree(self.backup, ignore_errors=True)
+        shutil.copytree(self.home / "projections", self.backup)
+        self.counts["backups"] += 1
+        self.log(f"projections copied to {self.backup}")
+
+    def restore_backup(self) -> None:
+        folder = self.home / "projections"
+        for path in folder.iterdir():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        for path in self.backup.iterdir():
+            shutil.copy2(path, folder / path.name)
+        self.counts["restores"] += 1
+        self.log("old projections copied back")
+
+    # -- main loop -----------------------------------------------------------
+
+    def progress(self) -> float:
+        by_count = self.versions / max(1, self.args.rollouts)
+        by_time = (time.monotonic() - self.issue_start) / (self.args.minutes * 60)
+        return max(by_count, by_time)
+
+    def chaos_inline(self, op: Op) -> None:
+        if op.kind == "kill_controller":
+            c = self.controllers[int(op.pick * len(self.controllers))]
+            if self.kill_controller(c, delay=op.pick * 1.0):
+                self.log(f"SIGKILL controller {c.slot}")
+                op.rc = 0
+        elif op.kind == "kill_shim":
+            op.rc = 0 if self.kill_shim(op.pick) else None
+        self.record(op)
+
+    def issue(self, verdict: Verdict) -> None:
+        self.issue_start = time.monotonic()
+        deadline = self.issue_start + self.args.minutes * 60
+        pairs = len(BACKUPS) if self.args.rollouts >= 100 else 1
+        backups, restores = list(BACKUPS[:pairs]), list(RESTORES[:pairs])
+        forced = dict(FORCED)
+        inflight: set[Future[Op]] = set()
+        last_report = time.monotonic()
+        with ThreadPoolExecutor(self.args.workers) as pool:
+            try:
+                while self.versions < self.args.rollouts and time.monotonic() < deadline:
+                    self.maintain_controllers(verdict)
+                    progress = self.progress()
+                    if backups and progress >= backups[0]:
+                        backups.pop(0)
+                        self.quiesce(inflight)
+                        self.take_backup()
+                        continue
+                    if restores and progress >= restores[0] and self.backup.exists():
+                        restores.pop(0)
+                        self.quiesce(inflight)
+                        self.restore_backup()
+                        continue
+                    done = {f for f in inflight if f.done()}
+                    for f in done:
+                        f.result()
+                    inflight -= done
+                    if len(inflight) >= self.args.workers:
+                        wait(inflight, timeout=0.05, return_when=FIRST_COMPLETED)
+                        continue
+                    due = [k for k, at in forced.items() if progress >= at and not self.did(k) and self.can(k)]
+                    op = self.draw(due[0] if due else None)
+                    if due and op.kind not in ("kill_controller", "kill_shim"):
+                        forced.pop(op.kind)  # issued once; its count shows only when it is done
+                    if op.kind in ("kill_controller", "kill_shim"):
+                        self.chaos_inline(op)
+                    else:
+                        inflight.add(pool.submit(self.run_op, op))
+                    if time.monotonic() - last_report > 15:
+                        last_report = time.monotonic()
+                        self.report_progress()
+                wait(inflight)
+                for f in inflight:
+                    f.result()
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                self.cleanup()  # kill running commands now rather than wait for them
+                raise
+
+    def can(self, kind: str) -> bool:
+        """Whether a forced chaos action has something to act on now (a running deployer)."""
+        return kind not in ("kill_shim", "delete") or bool(self.runtime_rows("WHERE state = 'running'"))
+
+    def did(self, kind: str) -> bool:
+        return {
+            "kill_controller": self.counts["controller_kills"],
+            "kill_shim": self.counts["shim_kills"],
+            "delete": self.counts["deletes"],
+            "rebuild": self.counts["rebuild"],
+            "rebuild_shadow": self.counts["rebuild_shadow"],
+        }[kind] > 0
+
+    def report_progress(self) -> None:
+        elapsed = time.monotonic() - self.started
+        codes = Counter(op.rc for op in self.ops if op.kind in WRITES)
+        print(
+            f"[{elapsed:6.0f}s] versions {self.versions}/{self.args.rollouts}, ops {len(self.ops)}, "
+            f"exits {dict(codes)}, {dict(self.counts)}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    # -- settling ------------------------------------------------------------
+
+    def settle(self, verdict: Verdict) -> bool:
+        self.stop_controllers(kill=False)
+        argv = ["controller", "run", "--until-idle", "--interval", "0.05", "--timeout", "120", "-q"]
+        rc, _, err = self.cli(argv, actor="chaos-settle")
+        if rc == 0:
+            return True
+        verdict.add("settle", f"first until-idle exited {rc}: {err.strip()[-300:]}")
+        for conf in self.configs:
+            op = self.new_op("cancel", conf.name, ["rollout", "cancel", conf.name])
+            self.run_op(op)
+        rc, _, err = self.cli(argv, actor="chaos-settle")
+        if rc != 0:
+            verdict.add("settle", f"second until-idle exited {rc}: {err.strip()[-300:]}")
+        return rc == 0
+
+    # -- checking ------------------------------------------------------------
+
+    def views(self) -> dict[str, Any]:
+        """The read models as the CLI serves them (several readers at once: faster, and a race)."""
+        with ThreadPoolExecutor(4) as pool:
+            events = pool.submit(self.json_of, ["events"])
+            configs = pool.submit(self.json_of, ["config", "list"])
+            history = {c.name: pool.submit(self.json_of, ["rollout", "history", c.name]) for c in self.configs}
+            return {
+                "events": events.result(),
+                "configs": configs.result(),
+                "history": {name: f.result() for name, f in history.items()},
+            }
+
+    def check(self, verdict: Verdict) -> dict[str, Any]:
+        deployers = self.json_of(["deployers", "list", "--all"])
+        for row in deployers:
+            if row["state"] in ("created", "running"):
+                verdict.add("orphans", row)
+        live = self.views()
+        self.check_ground_truth(verdict, deployers, live["events"])
+        self.check_writes(verdict, live)
+        rc, out, err = self.cli(["audit", "-o", "json"], timeout=900)
+        audit_ok = rc == 0
+        if not audit_ok:
+            verdict.add("audit", out[-2000:] or err[-500:])
+        equal = True
+        for flags in ([], ["--shadow"]):
+            rc, _, err = self.cli(["projections", "rebuild", *flags], timeout=900)
+            if rc != 0:
+                verdict.add("rebuild", f"rebuild {flags} exited {rc}: {err.strip()[-300:]}")
+                equal = False
+                continue
+            again = self.views()
+            for key in live:
+                if again[key] != live[key]:
+                    equal = False
+                    verdict.add("views", f"{key} differs after `projections rebuild {' '.join(flags)}`")
+        return {"audit_ok": audit_ok, "views_equal_rebuild": equal}
+
+    def check_ground_truth(self, verdict: Verdict, deployers: list[dict[str, Any]], events: list[Any]) -> None:
+        runs: list[dict[str, Any]] = []
+        unfinished: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        if self.gt.exists():
+            for line in self.gt.read_text().splitlines():
+                parts = line.split()
+                if len(parts) < 3:
+                    verdict.add("gt_garbled", line)
+                    continue
+                kind, name, stamp = parts[:3]
+                if kind == "start":
+                    runs.append({"name": name, "start": float(stamp), "end": None})
+                    unfinished[name].append(runs[-1])
+                elif unfinished[name]:
+                    unfinished[name].pop()["end"] = float(stamp)
+                else:
+                    verdict.add("gt_garbled", line)
+        self.counts["gt_runs"] = len(runs)
+        counts = Counter(r["name"] for r in runs)
+        for name, n in counts.items():
+            if n > 1:
+                verdict.add("duplicates", {"name": name, "starts": n})
+        ended = {row["name"]: epoch(row.get("ended_at")) for row in deployers}
+        by_config: dict[str, list[tuple[float, float, str, bool]]] = defaultdict(list)
+        for r in runs:
+            m = STEP_NAME.match(r["name"])
+            if not m:
+                verdict.add("gt_garbled", r["name"])
+                continue
+            killed = r["end"] is None
+            until = r["end"] if not killed else (ended.get(r["name"]) or math.inf)
+            by_config[m["config"]].append((r["start"], until, r["name"], killed))
+        for config, intervals in by_config.items():
+            intervals.sort()
+            alive_until, holder = -math.inf, ""
+            for start, until, name, _killed in intervals:
+                if start < alive_until:
+                    verdict.add(
+                        "overlaps",
+                        {"config": config, "started": name, "at": start, "while_alive": holder, "until": alive_until},
+                    )
+                if until > alive_until:
+                    alive_until, holder = until, name
+        named: set[str] = set()
+        for e in events:
+            collect_names(e.get("data"), named)
+        for name in counts:
+            if name not in named:
+                verdict.add("unlogged_runs", name)
+
+    def check_writes(self, verdict: Verdict, live: dict[str, Any]) -> None:
+        by_actor: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for e in live["events"]:
+            by_actor[e.get("actor") or ""].append(e)
+        in_history = {(c, row["version"]) for c, rows in live["history"].items() for row in rows}
+        printed: set[tuple[str, int]] = set()
+        for op in self.ops:
+            if op.kind not in WRITES or op.rc is None:
+                continue
+            mine = by_actor.get(op.actor, [])
+            types = Counter(e["type"] for e in mine)
+            if op.rc != 0:
+                if mine:
+                    verdict.add("phantom_writes", {"op": op.id, "args": op.args, "rc": op.rc, "events": dict(types)})
+                continue
+            if op.version is not None:
+                printed.add((op.config, op.version))  # type: ignore[arg-type]
+                if (op.config, op.version) not in in_history:
+                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "missing_version": op.version})
+                triggered = [e for e in mine if e["type"] == "RolloutTriggered"]
+                if [e["version"] for e in triggered] != [op.version]:
+                    verdict.add(
+                        "lost_writes", {"op": op.id, "args": op.args, "printed": op.version, "events": triggered}
+                    )
+                if op.read_back is False:
+                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "not_read_back": op.version})
+            expected = EXPECTED_TYPE.get(op.kind) or ("SpecChanged" if op.updated else None)
+            if expected and not types[expected]:
+                verdict.add("lost_writes", {"op": op.id, "args": op.args, "out": op.out, "events": dict(types)})
+            if op.kind == "config_set" and not op.updated and mine:
+                verdict.add("phantom_writes", {"op": op.id, "args": op.args, "out": op.out, "events": dict(types)})
+        for version in sorted(in_history - printed):
+            verdict.add("phantom_writes", {"version_nobody_printed": version})
+
+    # -- everything ----------------------------------------------------------
+
+    def run(self) -> int:
+        verdict = Verdict()
+        self.setup()
+        self.maintain_controllers(verdict)
+        self.issue(verdict)
+        self.report_progress()
+        settled = self.settle(verdict)
+        extra = self.check(verdict)
+        elapsed = time.monotonic() - self.started
+        result = {
+            "seed": self.args.seed,
+            "rollouts": self.versions,
+            "controllers": self.args.controllers,
+            "kills": self.counts["controller_kills"] + self.counts["shim_kills"],
+            "deletes": self.counts["deletes"],
+            "rebuilds": self.counts["rebuild"] + self.counts["rebuild_shadow"],
+            "restores": self.counts["restores"],
+            "duplicates": verdict.count("duplicates"),
+            "overlaps": verdict.count("overlaps"),
+            "lost_writes": verdict.count("lost_writes"),
+            "audit_ok": extra["audit_ok"],
+            "views_equal_rebuild": extra["views_equal_rebuild"],
+            "phantom_writes": verdict.count("phantom_writes"),
+            "unlogged_runs": verdict.count("unlogged_runs"),
+            "orphans": verdict.count("orphans"),
+            "settled": settled,
+            "controller_crashes": verdict.count("controller_crashes"),
+            "configs": self.args.configs,
+            "commands": sum(1 for op in self.ops if op.kind in WRITES),
+            "controller_kills": self.counts["controller_kills"],
+            "shim_kills": self.counts["shim_kills"],
+            "gt_runs": self.counts["gt_runs"],
+            "seconds": round(elapsed, 1),
+        }
+        failed = any(result[k] for k in VIOLATION_COUNTS) or not all(result[k] for k in VIOLATION_FLAGS)
+        exits = Counter(f"{op.kind}:{op.rc}" for op in self.ops if op.kind in WRITES)
+        print(json.dumps({"exit_codes": dict(sorted(exits.items()))}), file=sys.stderr)
+        if verdict.details:
+            print(json.dumps({"details": {k: v[:20] for k, v in verdict.details.items()}}, indent=1), file=sys.stderr)
+        self.keep = self.args.keep or failed
+        print(json.dumps(result), flush=True)
+        return 1 if failed else 0
+
+
+VIOLATION_COUNTS = ("duplicates", "overlaps", "lost_writes", "phantom_writes", "unlogged_runs", "orphans")
+VIOLATION_FLAGS = ("audit_ok", "views_equal_rebuild", "settled")
+
+
+def collect_names(value: Any, into: set[str]) -> None:
+    """Every deployer or hook name mentioned anywhere in an event's data."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "name" and isinstance(item, str):
+                into.add(item)
+            else:
+                collect_names(item, into)
+    elif isinstance(value, list):
+        for item in value:
+            collect_names(item, into)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--configs", type=int, default=3)
+    p.add_argument("--rollouts", type=int, default=20, help="stop issuing once this many versions were triggered")
+    p.add_argument("--controllers", type=int, default=2)
+    p.add_argument("--minutes", type=float, default=1.0, help="stop issuing after this long in any case")
+    p.add_argument("--workers", type=int, default=4, help="CLI commands running at once")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory even on success")
+    p.add_argument("--verbose", "-v", action="store_true", help="narrate chaos on stderr")
+    args = p.parse_args(argv)
+    if min(args.configs, args.rollouts, args.controllers, args.workers) < 1 or args.minutes <= 0:
+        p.error("--configs, --rollouts, --controllers, --workers and --minutes must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def terminate(signum: int, _: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    chaos = Chaos(args)
+    chaos.keep = True
+    code = 2
+    try:
+        code = chaos.run()
+    except KeyboardInterrupt:
+        print("chaos: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as error:  # noqa: BLE001 - report, clean up, keep the evidence
+        import traceback
+
+        traceback.print_exc()
+        print(f"chaos: error: {error}", file=sys.stderr)
+        code = 2
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        chaos.cleanup()
+        if chaos.keep:
+            print(f"chaos: evidence kept in {chaos.tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(chaos.tmp, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1001 @@
+#!/usr/bin/env python
+"""Rollouts benchmarks: each figure beside a baseline measured in the same run, as a ratio.
+
+    python bench/run.py [--quick] [--json]
+
+Figures (DESIGN sections 5-9; every value and baseline is a median of several runs):
+
+1. rebuild        projection rebuild (all three read models) events/s vs eventsourcing's own
+                  read + decode of the same log (select_notifications + mapper.to_domain_event);
+                  with bench/rebuild.py present, its Generator, ceiling() and rebuild() are used
+2. commands       in-process `RolloutsApp.latest(supersede)` ops/s vs a bare eventsourcing
+                  load-command-save loop on a trivial aggregate, same SQLite settings
+3. cli_*          wall time of `rollouts rollout latest`, `rollout history -o json`, `--help`
+                  vs `python -c "import eventsourcing.application, pydantic, click, sqlite_utils"`
+4. spawn_latency  `latest` committed -> deployer running (its first act writes time.time()),
+                  with `controller run --interval 0.01 -q` running; median and p99
+5. idle_reconcile one idle `Controller.reconcile()` with a long history vs with 1k events
+6. e2e            rollouts/s, one controller and `true` deployers; then two controllers
+7. rss            controller VmRSS at the start and at the end of a long run of rollouts
+
+`--json` prints {"name": {"value", "baseline", "ratio", "goal", "ok"}} as the last line.
+Everything runs in temporary homes; every process started here is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import math
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+
+from adapters.application import RolloutsApp
+from adapters.controller import commands
+from adapters.eventstore import open_app, store_env
+from adapters.home import Home
+from domain import ids
+from domain.spec import Spec
+
+BENCH = Path(__file__).resolve().parent
+PYTHON = sys.executable
+ROLLOUTS = [str(Path(PYTHON).with_name("rollouts"))]
+if not Path(ROLLOUTS[0]).exists():
+    ROLLOUTS = [PYTHON, "-m", "adapters.cli"]
+ACTOR = "bench@rollouts"
+TERMINAL_TOPICS = tuple(
+    f"domain.deployment:Deployment.{t}" for t in ("DeployerSucceeded", "DeployerFailed", "DeployerLost", "Cancelled")
+)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    reps: int  # repetitions behind each median
+    rebuild_events: int  # figure 1: size of the generated log
+    idle_big_events: int  # figure 5: the long history (a prefix of the same log)
+    command_configs: int  # figure 2
+    command_ops: int
+    cli_reps: int  # figure 3
+    latency_samples: int  # figure 4
+    idle_passes: int  # figure 5, per repetition and home
+    e2e_rollouts: int  # figure 6, per run
+    rss_rollouts: int  # figure 7
+    rss_configs: int
+    rss_cap_s: float  # stop triggering after this long (the figure then says how many ran)
+    heavy_reps: int  # repetitions of the long runs (rebuild, end to end)
+
+
+QUICK = Sizes(
+    reps=3,
+    rebuild_events=20_000,
+    idle_big_events=20_000,
+    command_configs=40,
+    command_ops=150,
+    cli_reps=5,
+    latency_samples=20,
+    idle_passes=50,
+    e2e_rollouts=30,
+    rss_rollouts=500,
+    rss_configs=40,
+    rss_cap_s=20,
+    heavy_reps=2,
+)
+FULL = Sizes(
+    reps=5,
+    rebuild_events=200_000,
+    idle_big_events=100_000,
+    command_configs=100,
+    command_ops=800,
+    cli_reps=15,
+    latency_samples=100,
+    idle_passes=200,
+    e2e_rollouts=150,
+    rss_rollouts=10_000,
+    rss_configs=200,
+    rss_cap_s=240,
+    heavy_reps=3,
+)
+
+
+def meta() -> dict[str, Any]:
+    return {"actor": ACTOR, "correlation_id": os.urandom(8).hex()}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    name: str
+    label: str
+    unit: str
+    value: float
+    baseline: float | None
+    goal: str  # ">=0.6x", "<=1.2x" (ratio to the baseline), "<=100" or ">=25" (the value itself)
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline in (None, 0):
+            return None
+        return self.value / self.baseline  # type: ignore[operator]
+
+    @property
+    def ok(self) -> bool:
+        op, target = self.goal[:2], self.goal[2:]
+        against = self.ratio if target.endswith("x") else self.value
+        if against is None:
+            return False
+        limit = float(target.rstrip("x"))
+        return against >= limit if op == ">=" else against <= limit
+
+    def as_json(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {
+            "value": round(self.value, 4),
+            "baseline": None if self.baseline is None else round(self.baseline, 4),
+            "ratio": None if ratio is None else round(ratio, 3),
+            "goal": self.goal if self.goal.endswith("x") else f"{self.goal} {self.unit}",
+            "ok": self.ok,
+        }
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "null"
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{text} {unit}".strip()
+
+
+def print_table(figures: list[Figure], mode: str, elapsed: float) -> None:
+    rows = [("figure", "value", "baseline", "ratio", "goal", "ok")]
+    for f in figures:
+        goal = f.goal if f.goal.endswith("x") else f"{f.goal} {f.unit}"
+        ratio = f.ratio
+        rows.append(
+            (
+                f.label,
+                fmt(f.value, f.unit),
+                fmt(f.baseline, f.unit),
+                "null" if ratio is None else f"{ratio:.2f}x",
+                goal,
+                "ok" if f.ok else "MISS",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    print(f"rollouts bench ({mode}, {elapsed:.0f} s, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    for i, row in enumerate(rows):
+        pairs = enumerate(zip(row, widths, strict=True))
+        cells = [cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in pairs]
+        print("  ".join(cells))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    notes = [f"  {f.name}: {f.note}" for f in figures if f.note]
+    if notes:
+        print("notes:")
+        print("\n".join(notes))
+
+
+# -- processes and homes -------------------------------------------------------------------------
+
+
+class Workspace:
+    """Temporary homes, and every process started for them; `close()` ends all of it."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="rollouts-bench-"))
+        shm = Path("/dev/shm")
+        # The generated log is only input: build it where fsync is free, then copy it to disk.
+        self.scratch = Path(tempfile.mkdtemp(prefix="rollouts-bench-", dir=shm if shm.is_dir() else None))
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.count = 0
+
+    def home(self, label: str) -> Home:
+        self.count += 1
+        return Home(self.root / f"{self.count:02d}-{label}").ensure()
+
+    def env(self, home: Home) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
+        return {**env, "ROLLOUTS_HOME": str(home.path), "ROLLOUTS_ACTOR": ACTOR}
+
+    def controller(self, home: Home, interval: float) -> subprocess.Popen[bytes]:
+        argv = [*ROLLOUTS, "controller", "run", "--interval", str(interval), "-q"]
+        errlog = home.path / f"controller-{len(self.procs)}.err"
+        with open(errlog, "wb") as log:
+            proc = subprocess.Popen(argv, env=self.env(home), cwd=home.path, stdin=subprocess.DEVNULL, stderr=log)
+        proc.errlog = errlog  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def close(self) -> None:
+        for proc in list(self.procs):
+            self.stop(proc)
+        self._kill_strays()
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _kill_strays(self) -> None:
+        """Shims and deployers still running for one of our homes (detached; found by their argv)."""
+        marker = str(self.root).encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in cmdline:
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry), signal.SIGKILL)
+
+
+def check_alive(*procs: subprocess.Popen[bytes]) -> None:
+    for proc in procs:
+        if proc.poll() is not None:
+            errlog = getattr(proc, "errlog", None)
+            tail = errlog.read_text()[-500:] if errlog and errlog.exists() else ""
+            raise RuntimeError(f"controller {proc.pid} exited with {proc.returncode}: {tail}")
+
+
+def make_configs(app: Any, prefix: str, count: int, spec: Spec) -> list[str]:
+    names = [f"{prefix}-{i}" for i in range(count)]
+    for name in names:
+        app.create_config(name, spec, meta())
+    return names
+
+
+class Terminal:
+    """Follows the log for deployments reaching a terminal event (originator ids, as str)."""
+
+    def __init__(self, app: Any) -> None:
+        self.recorder = app.recorder
+        self.after = self.recorder.max_notification_id() or 0
+        self.outcomes: dict[str, str] = {}
+
+    def poll(self) -> list[str]:
+        new = []
+        while True:
+            batch = self.recorder.select_notifications(
+                start=self.after, limit=500, topics=TERMINAL_TOPICS, inclusive_of_start=False
+            )
+            for n in batch:
+                key = str(n.originator_id)
+                if key not in self.outcomes:
+                    new.append(key)
+                self.outcomes[key] = n.topic.rpartition(".")[2]
+            if batch:
+                self.after = batch[-1].id
+            if len(batch) < 500:
+                return new
+
+    def wait(self, keys: set[str], timeout: float, *procs: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + timeout
+        while not keys <= self.outcomes.keys():
+            if time.monotonic() > deadline:
+                missing = len(keys - self.outcomes.keys())
+                raise RuntimeError(f"{missing} deployments not terminal after {timeout:.0f} s")
+            check_alive(*procs)
+            time.sleep(0.01)
+            self.poll()
+
+
+def deployment_key(config: str, revision: int) -> str:
+    return str(ids.deployment_id(ids.config_id(config), revision))
+
+
+# -- figure 1: rebuild, and the log it reads (also the histories of figure 5) ---------------------
+
+
+class LogGenerator:
+    """Writes a realistic log through the app's commands and the controller's claim/report.
+
+    Only the generator writes, so it may use eventsourcing's aggregate cache, a log on tmpfs,
+    and one process per CPU on disjoint configs; none of that changes a single event. Each
+    phase joins its writers, so a copy taken between phases has every deployment terminal.
+    Mix per ten rollouts of a config: one fails and is retried, one is cancelled before its
+    claim, one is cancelled while running, seven succeed.
+    """
+
+    def __init__(self, folder: Path, configs: int, workers: int) -> None:
+        self.home = Home(folder).ensure()
+        self.configs = configs
+        self.workers = workers
+        RolloutsApp(env=self.env()).close()  # create the tables once, before any writer starts
+
+    def env(self) -> dict[str, str]:
+        return {
+            **store_env(self.home, None),
+            "AGGREGATE_CACHE_MAXSIZE": str(self.configs * 4),
+            "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
+        }
+
+    @property
+    def head(self) -> int:
+        db = sqlite3.connect(self.home.events_db)
+        with contextlib.closing(db):
+            return db.execute("SELECT max(rowid) FROM stored_events").fetchone()[0] or 0
+
+    def run_until(self, events: int) -> None:
+        per = -(-self.configs // self.workers)
+        shares = [(w, range(w * per, min(self.configs, (w + 1) * per))) for w in range(self.workers)]
+        context = multiprocessing.get_context("fork")
+        procs = [context.Process(target=self._work, args=(w, share, events)) for w, share in shares if share]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join()
+        if any(proc.exitcode for proc in procs):
+            raise RuntimeError("a log generator process failed")
+
+    def _work(self, worker: int, share: range, events: int) -> None:
+        app = RolloutsApp(env=self.env())
+        try:
+            names = [f"app-{i}" for i in share]
+            done: dict[str, int] = {}
+            for name in names:
+                if ids.config_id(name) not in app.repository:
+                    app.create_config(name, Spec(command=["true"], env={"TIER": "bench"}), meta())
+                done[name] = app.config(name).latest_revision
+            i = 0
+            while (app.recorder.max_notification_id() or 0) < events:
+                name = names[i % len(names)]
+                self._rollout(app, name, done[name])
+                done[name] += 1
+                i += 1
+        finally:
+            app.close()
+
+    def _rollout(self, app: Any, config: str, k: int) -> None:
+        revision = app.latest(config, f"release {k}", False, meta())
+        if k % 10 == 7:
+            app.cancel(config, meta())
+            return
+        self._attempt(app, config, revision, 1, exit_code=1 if k % 10 == 3 else 0, cancel=k % 10 == 9)
+        if k % 10 == 3:
+            app.retry(config, meta())
+            self._attempt(app, config, revision, 2, exit_code=0, cancel=False)
+
+    @staticmethod
+    def _attempt(app: Any, config: str, revision: int, attempt: int, exit_code: int, cancel: bool) -> None:
+        m = meta()
+        name = ids.deployer_name(config, revision, attempt)
+        commands.claim(app, config, revision, "bench-claimant", m)
+        commands.report(app, config, revision, lambda d: d.report_created(name, f"local:{name}", m), m)
+        commands.report(app, config, revision, lambda d: d.report_started(name, m), m)
+        if cancel:
+            app.cancel(config, m)
+            commands.report(app, config, revision, lambda d: d.confirm_cancelled(m) or True, m)
+        else:
+            reason = None if exit_code == 0 else f"exited with code {exit_code}"
+            commands.report(app, config, revision, lambda d: d.report_exited(name, exit_code, reason, m), m)
+
+    def copy_to(self, home: Home) -> int:
+        """A consistent copy of the log as it is now (every deployment in it is terminal)."""
+        backup(self.home.events_db, home.events_db)
+        return self.head
+
+
+STEP_NAME = re.compile(r"^(?P<config>.+)-(?P<revision>\d+)-(?:deploy|hook-(?:pre|post))-\d+(?:-\d+)?$")
+
+
+def seed_runtime(home: Home) -> None:
+    """An ended runtime row per deployer or hook the log says was created (all but the last 10 pruned)."""
+    from adapters.runtime.local import LocalRuntime
+
+    LocalRuntime(home.path).close()  # creates the table
+    events = sqlite3.connect(home.events_db)
+    with contextlib.closing(events):
+        created = events.execute(
+            "SELECT state FROM stored_events WHERE topic LIKE '%.DeployerCreated' OR topic LIKE '%.HookCreated'"
+        ).fetchall()
+    steps = []
+    for (state,) in created:
+        data = json.loads(state)
+        match = STEP_NAME.match(data["name"])
+        if match:
+            steps.append((data["name"], match["config"], int(match["revision"]), data["attempt"]))
+    latest: dict[str, int] = {}
+    for _, config, revision, _ in steps:
+        latest[config] = max(latest.get(config, 0), revision)
+    now = "2026-01-01T00:00:00+00:00"
+    rows = [(n, c, r, a, now, now, int(r <= latest[c] - 10)) for n, c, r, a in steps]
+    db = sqlite3.connect(home.runtime / "runtime.db")
+    with contextlib.closing(db), db:
+        db.executemany(
+            "INSERT OR IGNORE INTO deployers (name, config, revision, attempt, state, exit_code,"
+            " created_at, ended_at, pruned) VALUES (?, ?, ?, ?, 'exited', 0, ?, ?, ?)",
+            rows,
+        )
+
+
+def backup(source: Path, target: Path) -> None:
+    """A consistent copy of a live SQLite file (WAL included)."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    with contextlib.closing(src), contextlib.closing(dst):
+        src.backup(dst)
+    target.chmod(0o600)
+
+
+def finish_open(home: Home) -> None:
+    """Cancel every open deployment of the log in `home`, through the commands, so it is idle."""
+    db = sqlite3.connect(home.events_db)
+    with contextlib.closing(db):
+        registered = db.execute("SELECT state FROM stored_events WHERE topic LIKE '%.Registered'").fetchall()
+    # The only writer here: eventsourcing's aggregate cache changes no decision, only the loads.
+    app = RolloutsApp(env={**store_env(home, None), "AGGREGATE_CACHE_MAXSIZE": "100000"})
+    try:
+        for (state,) in registered:
+            name = json.loads(state)["name"]
+            if not app.config(name).open_revisions:
+                continue
+            app.cancel(name, meta())
+            for revision in app.config(name).open_revisions:
+                m = meta()
+                commands.report(app, name, revision, lambda d, m=m: d.is_open and (d.confirm_cancelled(m) or True), m)
+    finally:
+        app.close()
+
+
+def projection_store(app: Any, home: Home) -> Any:
+    from adapters.log_source import RecorderSource
+    from projections.store import ProjectionStore
+
+    return ProjectionStore(home.projections, RecorderSource(app.recorder))
+
+
+def read_and_decode(app: Any, batch: int = 1000) -> int:
+    """eventsourcing's own way through the log: notifications, each mapped to a domain event."""
+    recorder, mapper = app.recorder, app.mapper
+    after, count = 0, 0
+    while True:
+        notifications = recorder.select_notifications(start=after, limit=batch, inclusive_of_start=False)
+        if not notifications:
+            return count
+        for n in notifications:
+            mapper.to_domain_event(n)
+        count += len(notifications)
+        after = notifications[-1].id
+
+
+def bench_rebuild(ws: Workspace, home: Home, sizes: Sizes, shared: Any | None) -> list[Figure]:
+    """With bench/rebuild.py: its ceiling() and rebuild() (all three, into an empty folder)."""
+    app = open_app(home, None)
+    rebuild_s: list[float] = []
+    read_s: list[float] = []
+    try:
+        head = app.recorder.max_notification_id()
+        read_and_decode(app)  # warm the page cache and the topic caches, untimed
+        for i in range(sizes.heavy_reps):
+            if shared is not None:
+                count, seconds, _ = shared.ceiling(app)
+                read_s.append(seconds)
+                seconds, _ = shared.rebuild(app, ws.root / f"rebuild-scratch-{i}")
+                rebuild_s.append(seconds)
+            else:
+                t = time.perf_counter()
+                count = read_and_decode(app)
+                read_s.append(time.perf_counter() - t)
+                store = projection_store(app, ws.home("rebuild-projections"))
+                t = time.perf_counter()
+                store.rebuild()
+                rebuild_s.append(time.perf_counter() - t)
+            if count != head:
+                raise RuntimeError(f"read {count} events, the log has {head}")
+    finally:
+        app.close()
+    how = "bench/rebuild.py's ceiling() and rebuild()" if shared is not None else "bench/run.py's own"
+    return [
+        Figure(
+            "rebuild_events_per_s",
+            f"1 rebuild, all projections ({head:,} events)",
+            "ev/s",
+            head / median(rebuild_s),
+            head / median(read_s),
+            ">=0.6x",
+            how,
+        )
+    ]
+
+
+# -- figure 2: command throughput ----------------------------------------------------------------
+
+
+class Counter(Aggregate):
+    """The trivial aggregate of the baseline."""
+
+    @event("Registered")
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+
+    @event("Bumped")
+    def bump(self) -> None:
+        self.count += 1
+
+
+class BareApp(Application):
+    name = "bare"
+
+
+def bench_commands(ws: Workspace, sizes: Sizes) -> list[Figure]:
+    ours, bare = [], []
+    for _ in range(sizes.reps):
+        home = ws.home("commands")
+        app = open_app(home, None)
+        names = make_configs(app, "cmd", sizes.command_configs, Spec(command=["true"]))
+        t = time.perf_counter()
+        for i in range(sizes.command_ops):
+            app.latest(names[i % len(names)], None, True, meta())
+        ours.append(sizes.command_ops / (time.perf_counter() - t))
+        app.close()
+
+        path = ws.home("bare").path / "events.db"
+        env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path), "SQLITE_LOCK_TIMEOUT": "10"}
+        plain = BareApp(env=env)
+        counters = [Counter(f"c{i}") for i in range(sizes.command_configs)]
+        for counter in counters:
+            plain.save(counter)
+        keys = [c.id for c in counters]
+        t = time.perf_counter()
+        for i in range(sizes.command_ops):
+            counter = plain.repository.get(keys[i % len(keys)])
+            counter.bump()
+            plain.save(counter)
+        bare.append(sizes.command_ops / (time.perf_counter() - t))
+        plain.close()
+    return [
+        Figure(
+            "command_ops_per_s",
+            f"2 latest --supersede, in-process ({sizes.command_configs} configs)",
+            "op/s",
+            median(ours),
+            median(bare),
+            ">=0.5x",
+        )
+    ]
+
+
+# -- figure 3: CLI wall time ---------------------------------------------------------------------
+
+
+def bench_cli(ws: Workspace, sizes: Sizes) -> list[Figure]:
+    home = ws.home("cli")
+    app = open_app(home, None)
+    fresh = make_configs(app, "cli", sizes.cli_reps + 1, Spec(command=["true"]))
+    make_configs(app, "hist", 1, Spec(command=["true"]))
+    for revision in range(1, 21):  # a history of 20 finished revisions
+        app.latest("hist-0", f"release {revision}", False, meta())
+        m = meta()
+        name = ids.deployer_name("hist-0", revision, 1)
+        commands.claim(app, "hist-0", revision, "bench-claimant", m)
+        commands.report(app, "hist-0", revision, lambda d, n=name, m=m: d.report_exited(n, 0, None, m), m)
+    app.close()
+    env = ws.env(home)
+
+    def wall(argv: list[str]) -> float:
+        t = time.perf_counter()
+        done = subprocess.run(argv, env=env, cwd=home.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        elapsed = time.perf_counter() - t
+        if done.returncode != 0:
+            raise RuntimeError(f"{argv} exited {done.returncode}: {done.stderr.decode()[-300:]}")
+        return elapsed
+
+    baseline_argv = [PYTHON, "-c", "import eventsourcing.application, pydantic, click, sqlite_utils"]
+    history_argv = [*ROLLOUTS, "rollout", "history", "hist-0", "-o", "json"]
+    help_argv = [*ROLLOUTS, "--help"]
+    wall(baseline_argv)  # warm the page cache and the projections, untimed
+    wall([*ROLLOUTS, "rollout", "latest", fresh[-1]])
+    wall(history_argv)
+    times: dict[str, list[float]] = {"base": [], "latest": [], "history": [], "help": []}
+    for i in range(sizes.cli_reps):
+        times["base"].append(wall(baseline_argv))
+        times["latest"].append(wall([*ROLLOUTS, "rollout", "latest", fresh[i]]))
+        times["history"].append(wall(history_argv))
+        times["help"].append(wall(help_argv))
+    base = median(times["base"]) * 1000
+    return [
+        Figure("cli_latest_ms", "3 `rollout latest NAME`", "ms", median(times["latest"]) * 1000, base, "<=1.2x"),
+        Figure(
+            "cli_history_json_ms",
+            "3 `rollout history NAME -o json`",
+            "ms",
+            median(times["history"]) * 1000,
+            base,
+            "<=1.2x",
+        ),
+        Figure("cli_help_ms", "3 `rollouts --help`", "ms", median(times["help"]) * 1000, base, "<=0.5x"),
+    ]
+
+
+# -- figure 4: latest committed -> deployer running ----------------------------------------------
+
+
+def shim_spawn_ms(samples: int) -> float:
+    """The shim's own start: its interpreter and imports, up to its usage message."""
+    from adapters.runtime import shim
+
+    argv = [PYTHON, "-I", "-S", str(Path(shim.__file__).resolve())]
+    times = []
+    for _ in range(samples):
+        t = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    return median(times) * 1000
+
+
+def bench_latency(ws: Workspace, sizes: Sizes) -> list[Figure]:
+    home = ws.home("latency")
+    stamps = home.path / "stamps"
+    stamps.mkdir()
+    app = open_app(home, None)
+    # The deployer's first act: its start time, to a file named after it.
+    spec = Spec(command=["sh", "-c", 'date +%s.%N > "$STAMPS/$ROLLOUT_DEPLOYER"'], env={"STAMPS": str(stamps)})
+    app.create_config("lat", spec, meta())
+    controller = ws.controller(home, 0.01)
+    terminal = Terminal(app)
+    latencies = []
+    try:
+        for i in range(sizes.latency_samples + 1):
+            revision = app.latest("lat", None, False, meta())
+            t0 = time.time()
+            stamp = stamps / ids.deployer_name("lat", revision, 1)
+            deadline = time.monotonic() + 30
+            while not stamp.exists() or not stamp.read_text():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no deployer ran for lat v{revision} within 30 s")
+                check_alive(controller)
+                time.sleep(0.001)
+            if i:  # the first one warms the controller up
+                latencies.append((float(stamp.read_text()) - t0) * 1000)
+            terminal.wait({deployment_key("lat", revision)}, 30, controller)
+            time.sleep(random.uniform(0, 0.02))  # do not always land at the same point of a pass
+    finally:
+        ws.stop(controller)
+        app.close()
+    base = shim_spawn_ms(max(5, sizes.reps * 3))
+    return [
+        Figure(
+            "spawn_latency_median_ms",
+            f"4 latest -> deployer running, median (n={len(latencies)})",
+            "ms",
+            median(latencies),
+            base,
+            "<=100",
+            "baseline: the shim's own start (python -I -S shim.py, to its usage message)",
+        ),
+        Figure(
+            "spawn_latency_p99_ms",
+            "4 latest -> deployer running, p99",
+            "ms",
+            nearest_rank(latencies, 0.99),
+            None,
+            "<=300",
+        ),
+    ]
+
+
+# -- figure 5: idle reconcile pass ---------------------------------------------------------------
+
+
+def idle_controller(home: Home) -> tuple[Any, Any, Any]:
+    from adapters.controller.loop import Controller, claimant_id
+    from adapters.runtime.local import LocalRuntime
+
+    app = open_app(home, None)
+    runtime = LocalRuntime(home.path)
+    ctl = Controller(app, projection_store(app, home), runtime, claimant_id(home), ACTOR, str(home.path))
+    open_count, acted = ctl.reconcile()  # catches the desired view up from zero: not timed
+    if open_count or acted:
+        raise RuntimeError(f"{home.path}: the history should be idle, saw {open_count} open, {acted} actions")
+    return ctl, app, runtime
+
+
+def bench_idle(small: Home, big: Home, sizes: Sizes, big_events: int) -> list[Figure]:
+    loaded = [idle_controller(small), idle_controller(big)]
+    per_pass: list[list[float]] = [[], []]
+    try:
+        for _ in range(sizes.reps):
+            for i, (ctl, _, _) in enumerate(loaded):
+                for _ in range(sizes.idle_passes):
+                    t = time.perf_counter()
+                    ctl.reconcile()
+                    per_pass[i].append(time.perf_counter() - t)
+    finally:
+        for _, app, runtime in loaded:
+            runtime.close()
+            app.close()
+    return [
+        Figure(
+            "idle_reconcile_ms",
+            f"5 idle reconcile pass, {big_events:,} vs 1k events",
+            "ms",
+            median(per_pass[1]) * 1000,
+            median(per_pass[0]) * 1000,
+            "<=1.2x",
+        )
+    ]
+
+
+# -- figure 6: end-to-end rollouts/s -------------------------------------------------------------
+
+
+def e2e_run(ws: Workspace, controllers: int, rollouts: int) -> float:
+    home = ws.home(f"e2e{controllers}")
+    app = open_app(home, None)
+    names = make_configs(app, "e2e", rollouts, Spec(command=["true"]))
+    make_configs(app, "warm", controllers, Spec(command=["true"]))
+    procs = [ws.controller(home, 0.05) for _ in range(controllers)]
+    try:
+        terminal = Terminal(app)
+        warm = {deployment_key(f"warm-{i}", app.latest(f"warm-{i}", None, False, meta())) for i in range(controllers)}
+        terminal.wait(warm, 60, *procs)  # every controller is up and past its first passes
+        t = time.perf_counter()
+        keys = {deployment_key(name, app.latest(name, None, False, meta())) for name in names}
+        terminal.wait(keys, 300, *procs)
+        elapsed = time.perf_counter() - t
+        failed = [k for k in keys if terminal.outcomes[k] != "DeployerSucceeded"]
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {rollouts} rollouts did not succeed")
+    finally:
+        for proc in procs:
+            ws.stop(proc)
+        app.close()
+    return rollouts / elapsed
+
+
+def bench_e2e(ws: Workspace, sizes: Sizes) -> list[Figure]:
+    one, two = [], []
+    for _ in range(sizes.heavy_reps):
+        one.append(e2e_run(ws, 1, sizes.e2e_rollouts))
+        two.append(e2e_run(ws, 2, sizes.e2e_rollouts))
+    one_rate = median(one)
+    return [
+        Figure(
+            "e2e_rollouts_per_s_1ctl",
+            f"6 end to end, 1 controller ({sizes.e2e_rollouts} at once)",
+            "/s",
+            one_rate,
+            None,
+            ">=25",
+        ),
+        Figure(
+            "e2e_rollouts_per_s_2ctl",
+            "6 end to end, 2 controllers (baseline: 1)",
+            "/s",
+            median(two),
+            one_rate,
+            ">=1.0x",
+        ),
+    ]
+
+
+# -- figure 7: controller memory -----------------------------------------------------------------
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def bench_rss(ws: Workspace, sizes: Sizes) -> list[Figure]:
+    home = ws.home("rss")
+    app = open_app(home, None)
+    names = make_configs(app, "mem", sizes.rss_configs, Spec(command=["true"]))
+    controller = ws.controller(home, 0.05)
+    terminal = Terminal(app)
+    try:
+        # Warm-up: one round over every config, so that "start" is a controller that has worked.
+        keys = {deployment_key(n, app.latest(n, None, False, meta())) for n in names}
+        terminal.wait(keys, 300, controller)
+        terminal.poll()
+        start = rss_kb(controller.pid)
+        t = time.perf_counter()
+        idle: deque[str] = deque(names)
+        pending: dict[str, str] = {}
+        triggered = done = 0
+        last_progress = time.monotonic()
+        target = sizes.rss_rollouts
+        while done < target:
+            if time.perf_counter() - t > sizes.rss_cap_s:
+                target = triggered  # out of time: let what runs finish, trigger nothing more
+            while idle and triggered < target:
+                name = idle.popleft()
+                pending[deployment_key(name, app.latest(name, None, False, meta()))] = name
+                triggered += 1
+            finished = [k for k in terminal.poll() if k in pending]
+            for key in finished:
+                idle.append(pending.pop(key))
+                done += 1
+            if finished:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > 60:
+                raise RuntimeError(f"no rollout finished for 60 s ({done} of {target} done)")
+            check_alive(controller)
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - t
+        end = rss_kb(controller.pid)
+        capped = ""
+        if done < sizes.rss_rollouts:
+            capped = f"; CAPPED at {sizes.rss_cap_s:.0f} s of {sizes.rss_rollouts:,} asked"
+        failed = sum(1 for v in terminal.outcomes.values() if v != "DeployerSucceeded")
+    finally:
+        ws.stop(controller)
+        app.close()
+    return [
+        Figure(
+            "controller_rss_kb",
+            f"7 controller RSS after {done:,} rollouts (baseline: start)",
+            "kB",
+            end,
+            start,
+            "<=1.2x",
+            f"{done / elapsed:.1f} rollouts/s sustained over {len(names)} configs, {failed} not succeeded;"
+            f" start = after one warm-up rollout per config{capped}",
+        )
+    ]
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def shared_rebuild() -> Any | None:
+    """bench/rebuild.py (written elsewhere), if it has the reusable pieces used here."""
+    path = BENCH / "rebuild.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("rollouts_bench_rebuild", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module if all(hasattr(module, n) for n in ("Generator", "ceiling", "rebuild")) else None
+
+
+def build_logs(ws: Workspace, sizes: Sizes, shared: Any | None) -> tuple[Home, Home, Home, int]:
+    """The rebuild log, and copies of its prefixes made idle for figure 5 (1k events, a long history).
+
+    With bench/rebuild.py: its Generator (the domain's decisions, saved several aggregates at
+    a time). Without: LogGenerator, through the app's commands.
+    """
+    small, big, full = ws.home("idle-1k"), ws.home("idle-big"), ws.home("rebuild")
+    checkpoints = [(1000, small), (sizes.idle_big_events, big), (sizes.rebuild_events, full)]
+    if shared is not None:
+        app = open_app(full, None)
+        try:
+            gen = shared.Generator(app, random.Random(sizes.rebuild_events), 300)
+            for target, home in checkpoints:
+                while (app.recorder.max_notification_id() or 0) < target:
+                    for _ in range(150):
+                        gen.act(gen.rng.choice(gen.names))
+                    gen.save()
+                if home is not full:
+                    # Made idle on tmpfs (fsync is not what this step is about), then copied to disk.
+                    staging = Home(ws.scratch / home.path.name).ensure()
+                    backup(full.events_db, staging.events_db)
+                    finish_open(staging)
+                    backup(staging.events_db, home.events_db)
+        finally:
+            app.close()
+    else:
+        configs = max(50, sizes.rebuild_events // 400)
+        gen = LogGenerator(ws.scratch / "gen", configs=configs, workers=os.cpu_count() or 1)
+        for target, home in checkpoints:
+            gen.run_until(target)
+            gen.copy_to(home)
+    big_events = 0
+    for home in (small, big):
+        seed_runtime(home)
+        db = sqlite3.connect(home.events_db)
+        with contextlib.closing(db):
+            big_events = db.execute("SELECT max(rowid) FROM stored_events").fetchone()[0]
+    return small, big, full, big_events
+
+
+@contextlib.contextmanager
+def signals_end_cleanly() -> Iterator[None]:
+    def stop(signum: int, _: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer and smaller runs (under ~90 s)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object, last line")
+    parser.add_argument("--only", help="comma-separated sections: rebuild,commands,cli,latency,idle,e2e,rss")
+    parser.add_argument("--own-log", action="store_true", help="ignore bench/rebuild.py: own generator and timing")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    only = set(args.only.split(",")) if args.only else None
+    started = time.perf_counter()
+    figures: list[Figure] = []
+    ws = Workspace()
+
+    def log(text: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    def wanted(section: str) -> bool:
+        return only is None or section in only
+
+    with signals_end_cleanly():
+        try:
+            if wanted("rebuild") or wanted("idle"):
+                shared = None if args.own_log else shared_rebuild()
+                origin = "bench/rebuild.py's Generator" if shared is not None else "the app's commands"
+                log(f"generating a log of {sizes.rebuild_events:,} events through {origin}")
+                small, big, full, big_events = build_logs(ws, sizes, shared)
+                if wanted("rebuild"):
+                    log("1 rebuild")
+                    figures += bench_rebuild(ws, full, sizes, shared)
+                if wanted("idle"):
+                    log("5 idle reconcile")
+                    figures += bench_idle(small, big, sizes, big_events)
+            for section, bench in (
+                ("commands", bench_commands),
+                ("cli", bench_cli),
+                ("latency", bench_latency),
+                ("e2e", bench_e2e),
+                ("rss", bench_rss),
+            ):
+                if wanted(section):
+                    log(section)
+                    figures += bench(ws, sizes)
+        finally:
+            ws.close()
+    figures.sort(key=lambda f: f.label)
+    elapsed = time.perf_counter() - started
+    print_table(figures, "quick" if args.quick else "full", elapsed)
+    if args.json:
+        print(json.dumps({f.name: f.as_json() for f in figures}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
