@@ -21,6 +21,7 @@ from projections.source import EventSource
 ALL: tuple[Projection, ...] = (Desired(), History(), AuditView())
 BY_NAME = {p.name: p for p in ALL}
 BATCH = 1000
+REBUILD_BATCH = 20_000
 Progress = Callable[[int, int], None]
 Warn = Callable[[str], None]
 
@@ -149,10 +150,10 @@ class ProjectionStore:
             p.apply(db, [r for r in batch if r.position > position])
             files.track(db, p.name, Tracked(p.version, last, self.log_id()))
 
-    def _batches(self, start: int, until: int) -> Iterator[tuple[list[Record], int]]:
+    def _batches(self, start: int, until: int, size: int | None = None) -> Iterator[tuple[list[Record], int]]:
         after = start
         while after < until:
-            notifications = self.source.read(after, BATCH)
+            notifications = self.source.read(after, size or BATCH)
             if not notifications:
                 return
             after = notifications[-1].id
@@ -184,7 +185,8 @@ class ProjectionStore:
                     db.execute(f"DROP TABLE IF EXISTS {table}")
                 p.create(db)
                 files.track(db, p.name, Tracked(p.version, 0, self.log_id()))
-            for batch, last in self._batches(0, head):
+            # Big batches: inside one transaction they only save the folds' row lookups.
+            for batch, last in self._batches(0, head, REBUILD_BATCH):
                 for p in projections:
                     p.apply(dbs[p.name], batch)
                     files.track(dbs[p.name], p.name, Tracked(p.version, last, self.log_id()))

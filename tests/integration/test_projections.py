@@ -389,6 +389,7 @@ from adapters.log_source import RecorderSource
 from projections.store import ProjectionStore
 
 home, mode, S.BATCH = Home(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+S.REBUILD_BATCH = S.BATCH
 app = open_app(home, None)
 
 class Loud(RecorderSource):
