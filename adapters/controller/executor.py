@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 from adapters.controller import commands
@@ -72,28 +73,33 @@ class Executor:
         self._report(a, lambda d: d.report_lost(a.name, a.reason or "gone", meta), meta)  # type: ignore[arg-type]
 
     def _stop(self, a: Action, meta: dict[str, Any]) -> None:
-        self._halt(a)
-        self._cancel(a, meta)
+        self._end_attempt(a, lambda d: d.is_open and d.cancel_requested, lambda d: d.confirm_cancelled(meta), meta)
 
-    def _cancel(self, a: Action, meta: dict[str, Any]) -> None:
-        def confirm(d: Deployment) -> bool:
-            if not (d.is_open and d.cancel_requested and d.attempt == a.attempt):
-                return False
-            d.confirm_cancelled(meta)
-            return True
-
-        self._report(a, confirm, meta)
+    _cancel = _stop
 
     def _timeout(self, a: Action, meta: dict[str, Any]) -> None:
-        self._halt(a)
+        self._end_attempt(
+            a, lambda d: d.is_open and d.phase != "New", lambda d: d.time_out(d.typed_spec().timeout, meta), meta
+        )
 
-        def expire(d: Deployment) -> bool:
-            if not (d.is_open and d.attempt == a.attempt and d.phase != "New"):
+    def _end_attempt(
+        self, a: Action, due: Callable[[Deployment], bool], end: Callable[[Deployment], None], meta: dict[str, Any]
+    ) -> None:
+        """Stop what runs NOW according to the log (not the plan's view), then end the attempt
+        only if that is still the current step: a stale plan must not leave a later step running."""
+        deployment = self.app.deployment(self.app.config(a.config), a.version)
+        if not (due(deployment) and deployment.attempt == a.attempt):
+            return
+        name = deployment.step["name"] if deployment.step else None
+        self._halt(dataclasses.replace(a, name=name))
+
+        def change(d: Deployment) -> bool:
+            if not (due(d) and d.attempt == a.attempt and (d.step["name"] if d.step else None) == name):
                 return False
-            d.time_out(d.typed_spec().timeout, meta)
+            end(d)
             return True
 
-        self._report(a, expire, meta)
+        self._report(a, change, meta)
 
     # -- helpers -------------------------------------------------------------
 
