@@ -11,7 +11,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from adapters.eventstore import backoff
+from adapters.eventstore import APP_NAME, backoff
 from domain import ids, rollout
 from domain.config import DeploymentConfig
 from domain.deployment import Deployment
@@ -43,7 +43,7 @@ def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
 class RolloutsApp(Application[UUID]):
     """The rollout log: configs and deployments, with optimistic concurrency on each."""
 
-    name = "rollouts"
+    name = APP_NAME
     snapshotting_intervals = {DeploymentConfig: 50}
 
     def __init__(self, env: Any = None) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from adapters.home import Home, private_file
 from adapters.store_url import PostgresURL, parse_store
+
+APP_NAME = "rollouts"  # RolloutsApp.name: PostgreSQL tables are named after it
 
 
 class StoreUnavailable(Exception):
@@ -45,26 +49,44 @@ def store_env(home: Home, store: str | None) -> dict[str, str]:
 
 def open_app(home: Home, store: str | None) -> Any:
     """Construct the application on its store, creating what is missing, once."""
-    from adapters.application import RolloutsApp
 
+    def construct(env: dict[str, str]) -> Any:
+        from adapters.application import RolloutsApp
+
+        return RolloutsApp(env=env)
+
+    return _open(home, store, construct)
+
+
+def open_recorder(home: Home, store: str | None) -> Any:
+    """Only the log's recorder, for reads: no aggregates, no application to import."""
+
+    def construct(env: dict[str, str]) -> Any:
+        from eventsourcing.persistence import InfrastructureFactory
+        from eventsourcing.utils import Environment
+
+        return InfrastructureFactory.construct(Environment(APP_NAME, {**os.environ, **env})).application_recorder()
+
+    return _open(home, store, construct)
+
+
+def _open(home: Home, store: str | None, construct: Callable[[dict[str, str]], Any]) -> Any:
     env = store_env(home, store)
     try:
         if not store:
             with home.init_lock():
                 private_file(home.events_db)
-                return RolloutsApp(env=env)
-        return _open_postgres(parse_store(store), env)
+                return construct(env)
+        return _open_postgres(parse_store(store), lambda: construct(env))
     except StoreUnavailable:
         raise
     except Exception as error:  # noqa: BLE001 - any driver error means "cannot use the store"
         raise StoreUnavailable(describe(error, store)) from None
 
 
-def _open_postgres(url: PostgresURL, env: dict[str, str]) -> Any:
+def _open_postgres(url: PostgresURL, construct: Callable[[], Any]) -> Any:
     """Create the schema and tables under an advisory lock (concurrent opens collide)."""
     import psycopg
-
-    from adapters.application import RolloutsApp
 
     conninfo = {
         "dbname": url.dbname,
@@ -79,7 +101,7 @@ def _open_postgres(url: PostgresURL, env: dict[str, str]) -> Any:
         try:
             if url.schema:
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{url.schema}"')
-            return RolloutsApp(env=env)
+            return construct()
         finally:
             conn.execute("SELECT pg_advisory_unlock(7262011)")
 

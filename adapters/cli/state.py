@@ -31,13 +31,23 @@ class State:
         return open_app(self.home, self.store)
 
     @cached_property
+    def recorder(self) -> Any:
+        """The log's recorder: the application's when it is open, else a bare one (reads stay light)."""
+        if "app" in self.__dict__:
+            return self.app.recorder
+        from adapters.eventstore import open_recorder
+
+        self.home.ensure()
+        return open_recorder(self.home, self.store)
+
+    @cached_property
     def projections(self) -> Any:
         from adapters.log_source import RecorderSource
         from projections.store import ProjectionStore
 
         return ProjectionStore(
             self.home.projections,
-            RecorderSource(self.app.recorder),
+            RecorderSource(self.recorder),
             frozen=os.environ.get("ROLLOUTS_FREEZE_PROJECTIONS") == "1",
             warn=lambda text: click.echo(f"warning: {text}", err=True),
         )
@@ -59,6 +69,8 @@ class State:
             self.projections.close()
         if "app" in self.__dict__:
             self.app.close()
+        elif "recorder" in self.__dict__:
+            self.recorder.datastore.close()
 
 
 pass_state = click.make_pass_decorator(State)
