@@ -48,7 +48,7 @@ class RolloutsApp(Application[UUID]):
 
     def __init__(self, env: Any = None) -> None:
         super().__init__(env)
-        self._reads: list[Aggregate] = []
+        self._reads: list[tuple[Any, int]] = []
 
     # -- loading -------------------------------------------------------------
 
@@ -65,12 +65,12 @@ class RolloutsApp(Application[UUID]):
             raise NotFound(f"config {config.name!r} has no revision {revision}") from None
 
     def _loaded(self, aggregate: A) -> A:
-        self._reads.append(aggregate)
+        self._reads.append((aggregate.id, aggregate.version))  # the version read, before the decision
         return aggregate
 
     def _read_was_torn(self) -> bool:
         """Whether an aggregate of this decision changed after it was read (the reads are not one snapshot)."""
-        return any(self.recorder.select_events(a.id, gt=a.version, limit=1) for a in self._reads)
+        return any(self.recorder.select_events(id_, gt=version, limit=1) for id_, version in self._reads)
 
     def open_deployments(self, config: DeploymentConfig) -> list[Deployment]:
         return [self.deployment(config, r) for r in config.open_revisions]

@@ -217,9 +217,10 @@ class ProjectionStore:
                 for batch, last in self._batches(shadow_at.position if shadow_at else 0, target):
                     self._apply(p, shadow, batch, last)
                 self.catalog.point(p.name, path)
+            # Still under the lock: a stray now is old, never the next build's file.
+            self.catalog.remove_strays(p.name, keep={path})
         shadow.close()
         self._open.pop(p.name, None)
-        self.catalog.remove_strays(p.name, keep={path})
 
     def close(self) -> None:
         for _, db in self._open.values():

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.controller import commands
-from adapters.controller.plan import Action
+from adapters.controller.plan import Action, is_gone
 from adapters.runtime.local import DeployerExists, LocalRuntime
 from domain.deployment import Deployment
 
@@ -92,6 +92,9 @@ class Executor:
             return
         name = deployment.step["name"] if deployment.step else None
         self._halt(dataclasses.replace(a, name=name))
+        row = self.runtime.get(name) if name else None
+        if row is not None and not is_gone(row):
+            return  # still dying (another controller's stop in its grace): end the attempt on a later pass
 
         def change(d: Deployment) -> bool:
             if not (due(d) and d.attempt == a.attempt and (d.step["name"] if d.step else None) == name):

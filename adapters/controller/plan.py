@@ -15,6 +15,13 @@ from typing import Any
 ENDED = frozenset({"exited", "stopped", "deleted", "lost"})
 
 
+def is_gone(row: Any) -> bool:
+    """Ended AND its processes are gone: a stopped or deleted row counts only once ended_at is set."""
+    if row.state in ("stopped", "deleted"):
+        return getattr(row, "ended_at", None) is not None
+    return row.state in ENDED
+
+
 @dataclass(frozen=True)
 class Action:
     kind: str  # claim | create | record_created | record_started | record_exit | record_lost | stop | cancel | timeout
@@ -74,14 +81,14 @@ def _active(d: Mapping[str, Any], row: Any, now: datetime) -> list[Action]:
         actions.append(_act("record_started", d, name=name))
     if row.state == "exited":
         actions.append(_act("record_exit", d, name=name, exit_code=row.exit_code, reason=row.reason))
-    elif row.state in ENDED:
+    elif is_gone(row):
         actions.append(_act("record_lost", d, name=name, reason=row.reason or f"deployer {row.state}"))
     return actions
 
 
 def _cancelling(d: Mapping[str, Any], row: Any) -> list[Action]:
     """Stop what runs (or tombstone a name not yet created), then confirm the cancel."""
-    if d["step"] and (row is None or row.state not in ENDED):
+    if d["step"] and (row is None or not is_gone(row)):
         return [_act("stop", d, name=d["step"], reason="cancelled")]
     return [_act("cancel", d, name=d["step"])]
 

@@ -44,9 +44,19 @@ def row(phase: str = "Pending", **changes: Any) -> dict[str, Any]:
     return base
 
 
-def seen(state: str, exit_code: int | None = None, reason: str | None = None, name: str = DEPLOYER) -> Observed:
-    """What the runtime reports about one deployer."""
-    return Observed(name, "app", 1, 1, state, exit_code, reason, CLAIMED_AT.isoformat(), None, False)
+def seen(
+    state: str, exit_code: int | None = None, reason: str | None = None, name: str = DEPLOYER, dying: bool = False
+) -> Observed:
+    """What the runtime reports about one deployer; ended rows have ended_at unless still `dying`."""
+    ended = None if state in ("created", "running") or dying else CLAIMED_AT.isoformat()
+    return Observed(name, "app", 1, 1, state, exit_code, reason, CLAIMED_AT.isoformat(), ended, False)
+
+
+@pytest.mark.parametrize("state", ["stopped", "deleted"])
+def test_a_stopped_or_deleted_deployer_still_dying_is_not_counted_as_ended(state: str) -> None:
+    """Chaos found it: a stop commits 'stopped' before its grace ends; the slot must wait for ended_at."""
+    assert "record_lost" not in kinds(plan([row(created=1)], {DEPLOYER: seen(state, dying=True)}, ME, SOON))
+    assert kinds(plan([row(cancel=1)], {DEPLOYER: seen(state, dying=True)}, ME, SOON)) == ["stop"]
 
 
 def kinds(actions: list[Action]) -> list[str]:
