@@ -9,7 +9,6 @@ deployers are alive (created and not ended) per config.
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 from collections import Counter
 from collections.abc import Callable
@@ -18,12 +17,11 @@ from dataclasses import dataclass, field
 from adapters.runtime.local import DeployerExists, NoSuchDeployer, Observed
 
 ACTIVE = ("created", "running")
-ENDED = ("exited", "stopped", "deleted", "lost")
 STAMP = "2000-01-01T00:00:00.000000+00:00"  # rows are ordered by their sequence number, not by time
 
 
 class SimCrash(Exception):
-    """The controller 'crashed' inside a runtime call (raised by an armed fault)."""
+    """A process 'crashed' in the middle of what it was doing (raised by an armed fault)."""
 
 
 @dataclass
@@ -73,6 +71,7 @@ class SimRuntime:
         # Armed faults: (when, callback), each fired once by the next create(), "before" the
         # insert-if-absent or "after" it (a crash, a twin controller, a user command in between).
         self.faults: list[tuple[str, Callable[[str, str], None]]] = []
+        self.vet: Callable[[str], None] | None = None  # the test's check of every create() call
         self._seq = 0
 
     # -- the runtime interface the controller uses -----------------------------
@@ -91,6 +90,8 @@ class SimRuntime:
         if not argv:
             raise ValueError("a deployer needs a command")
         self.log_path(name)
+        if self.vet is not None:
+            self.vet(name)
         self.create_calls.append(name)
         self._fire("before", name, config)
         if name in self.rows:
@@ -198,6 +199,3 @@ class SimRuntime:
 
     def names(self, *states: str) -> list[str]:
         return [r.name for r in sorted(self.rows.values(), key=lambda r: r.seq) if not states or r.state in states]
-
-    def snapshot(self) -> dict[str, Row]:
-        return {name: dataclasses.replace(row) for name, row in self.rows.items()}
