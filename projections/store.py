@@ -58,6 +58,8 @@ class ProjectionStore:
         path = self.catalog.current(name)
         if name in self._open and self._open[name][0] == path:
             return self._open[name][1]
+        if name in self._open:
+            self._open.pop(name)[1].close()  # a swapped-out file: close it now, not at the next GC
         db = self._connect_current(BY_NAME[name])
         self._open[name] = (self.catalog.current(name), db)  # type: ignore[assignment]
         return db
@@ -86,8 +88,8 @@ class ProjectionStore:
             path = self.catalog.current(projection.name)
             if path is None or not path.exists():
                 path = self.catalog.next_file(projection.name)
-                self._new_file(projection, path)
                 self.catalog.point(projection.name, path)
+                return self._new_file(projection, path)
             return files.connect(path)
 
     def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
