@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -33,9 +34,12 @@ _SCHEMA = (
         creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
         pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
         log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
-        pruned INTEGER NOT NULL DEFAULT 0)""",
+        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL)""",
     "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
+    "CREATE INDEX IF NOT EXISTS deployers_unended ON deployers (name) WHERE ended_at IS NULL",
 )
+# Columns added after the first release, for runtime tables created before them.
+_ADDED_COLUMNS = {"stop_deadline": "REAL"}
 _OBSERVED = (
     "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned FROM deployers"
 )
@@ -57,6 +61,8 @@ _LOST = (
     "UPDATE deployers SET state = 'lost', reason = ?, ended_at = ? WHERE name = ? AND state IN ('created', 'running')"
 )
 _ENDED = "UPDATE deployers SET ended_at = ? WHERE name = ? AND ended_at IS NULL"
+# Stopped or deleted, but not yet known to be gone (served by the partial index deployers_unended).
+_STOPPING = "SELECT * FROM deployers WHERE ended_at IS NULL AND +state IN ('stopped', 'deleted')"
 _PRUNE = (
     "UPDATE deployers SET pruned = 1, argv = NULL, env = NULL WHERE name = ? AND state NOT IN ('created', 'running')"
 )
@@ -113,6 +119,10 @@ class LocalRuntime:
                 db.execute("PRAGMA journal_mode = WAL")
             for statement in _SCHEMA:
                 db.execute(statement)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(deployers)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in columns:
+                    db.execute(f"ALTER TABLE deployers ADD COLUMN {column} {kind}")
         return db
 
     @contextmanager
@@ -197,7 +207,13 @@ class LocalRuntime:
             argv += [str(self.heartbeat_path), str(self._heartbeat)]
         log = os.open(self.log_path(name), _LOG_FLAGS, 0o600)
         try:
-            shim_proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+            shim_proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
         except OSError as exc:
             self._execute(_LOST, (f"shim failed to start: {exc}", utc_now(), name))
             return
@@ -238,6 +254,8 @@ class LocalRuntime:
         before = [row["name"] for row in self._execute(_ACTIVE_NAMES).fetchall()]
         for name in before:
             self._refresh(name)
+        for row in self._execute(_STOPPING).fetchall():
+            self._finish_stop(row)
         after = self.active()
         still = {o.name for o in after}
         ended = [self.get(name) for name in before if name not in still]
@@ -260,29 +278,57 @@ class LocalRuntime:
         if row["pgid"] is None or procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
             self._execute(_LOST, ("shim vanished", utc_now(), name))
 
+    def _finish_stop(self, row: sqlite3.Row) -> None:
+        """Set ended_at of a stopped or deleted deployer once nothing of it runs.
+
+        Its stopper sets it itself after the kill; if the stopper died in its grace
+        (or hangs), whoever observes past the deadline kills the group and the shim.
+        """
+        shim_alive = procs.is_alive(row["shim_pid"], row["shim_start"])
+        if row["stop_deadline"] is None or time.time() > row["stop_deadline"]:
+            if row["pgid"] is not None and not procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
+                return
+            if shim_alive:  # its death takes an unrecorded child with it (PR_SET_PDEATHSIG)
+                os.kill(row["shim_pid"], signal.SIGKILL)
+                if not self._wait_shim(row, _SHIM_EXIT_MARGIN):
+                    return
+        elif shim_alive or (row["pgid"] is not None and procs.group_alive(row["pgid"], row["start_time"])):
+            return
+        self._execute(_ENDED, (utc_now(), row["name"]))
+
     def stop(self, name: str, *, reason: str, grace: float = 5.0) -> None:
         """End a created or running deployer: state 'stopped', then its group is killed."""
-        row = self._end(name, "stopped", reason, ACTIVE)
+        row = self._end(name, "stopped", reason, ACTIVE, grace)
         if row is not None:
             self._terminate(row, grace)
 
     def delete(self, name: str) -> None:
         """What a user deleting a pod does; the row stays as a tombstone in state 'deleted'."""
         states = ("created", "running", "exited", "stopped", "lost")
-        row = self._end(name, "deleted", "deleted by user", states)
+        row = self._end(name, "deleted", "deleted by user", states, grace=5.0)
         if row is not None:
             self._terminate(row, grace=5.0)
 
-    def _end(self, name: str, state: str, reason: str, from_states: tuple[str, ...]) -> sqlite3.Row | None:
-        """Move the row to `state`; the row as it was before, or None if it was not in from_states."""
+    def _end(
+        self,
+        name: str,
+        state: str,
+        reason: str,
+        from_states: tuple[str, ...],
+        grace: float,
+    ) -> sqlite3.Row | None:
+        """Move the row to `state`; the row as it was before, or None if it was not in from_states.
+
+        The stop deadline says when others may finish the kill if this process has not.
+        """
         with self._tx() as db:
             row = db.execute("SELECT * FROM deployers WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise NoSuchDeployer(name)
             if row["state"] not in from_states:
                 return None
-            sql = "UPDATE deployers SET state = ?, reason = ? WHERE name = ?"
-            db.execute(sql, (state, reason, name))
+            sql = "UPDATE deployers SET state = ?, reason = ?, stop_deadline = ? WHERE name = ?"
+            db.execute(sql, (state, reason, time.time() + grace + 2 * _SHIM_EXIT_MARGIN, name))
             return row
 
     def _terminate(self, row: sqlite3.Row, grace: float) -> None:

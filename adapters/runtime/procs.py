@@ -91,3 +91,8 @@ def kill_group_and_wait(pgid: int, leader_start: int | None, *, grace: float = 5
             return True
     signal_group(pgid, signal.SIGKILL)
     return _wait_group_gone(pgid, timeout)
+
+
+def group_alive(pgid: int, leader_start: int | None) -> bool:
+    """True while a live process is left in the group whose leader started at leader_start."""
+    return _group_is_ours(pgid, leader_start) and not group_gone(pgid)
