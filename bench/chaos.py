@@ -35,7 +35,11 @@ what is still open if it does not settle alone), and the run checks:
   after `projections rebuild`, and after `projections rebuild --shadow`;
 - and, as extra keys: phantom_writes (events of a refused command, versions nobody
   printed), unlogged_runs (a GT run no event names), orphans (steps still created/running
-  after the settle), settled, controller_crashes (a controller that died by itself).
+  after the settle), settled, controller_crashes (a controller that died by itself);
+- cli_errors, a violation: exit codes or errors outside the contract (a traceback, exit 5,
+  "error: OperationalError: ..."); reported without failing the run: stale_refusals (a
+  write refused by a phase rule; a torn read not decided again shows here, but so does a
+  legitimate refusal, such as a retry of a deployment that is still running).
 
 The last line of stdout is one JSON object; the exit status is 1 on any violation. Every
 process started here is stopped on exit, Ctrl-C and SIGTERM included. The temporary
@@ -97,6 +101,10 @@ BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and re
 RESTORES = (0.4, 0.8)
 # Every kind of chaos happens at least once, even in a tiny run: forced once past these points.
 FORCED = {"kill_controller": 0.2, "kill_shim": 0.25, "delete": 0.3, "rebuild": 0.4, "rebuild_shadow": 0.45}
+# A write refused by a phase rule: the deployment it read was already terminal, so the
+# refusal was decided on a torn read (DESIGN I4: decided again on fresh state, or exit 3).
+STALE_REFUSAL = re.compile(r"^error: \w+ is not allowed in phase")
+INTERNAL_ERROR = re.compile(r"^error: [A-Z]\w*(Error|Exception)\b")  # an exception the CLI did not expect
 WRITES = ("latest", "latest_supersede", "undo", "config_set", "config_create", "cancel", "retry", "pause", "resume")
 EXPECTED_TYPE = {
     "latest": "RolloutTriggered",
@@ -744,6 +752,18 @@ class Chaos:
             if name not in named:
                 verdict.add("unlogged_runs", name)
 
+    def check_exits(self, verdict: Verdict) -> None:
+        """Errors outside the contract (a violation), and refusals by a phase rule (reported only)."""
+        for op in self.ops:
+            if op.rc is None or op.rc == 0:
+                continue
+            first = op.err.strip().splitlines()[0] if op.err.strip() else ""
+            brief = {"op": op.id, "args": op.args[:4], "rc": op.rc, "err": op.err.strip()[-300:]}
+            if op.rc == 1 and STALE_REFUSAL.search(first) and op.kind in WRITES:
+                verdict.add("stale_refusals", brief)
+            elif op.rc not in (1, 3, 4) or "Traceback" in op.err or INTERNAL_ERROR.match(first):
+                verdict.add("cli_errors", brief)
+
     def check_writes(self, verdict: Verdict, live: dict[str, Any]) -> None:
         by_actor: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for e in live["events"]:
@@ -787,6 +807,7 @@ class Chaos:
         self.issue(verdict)
         self.report_progress()
         settled = self.settle(verdict)
+        self.check_exits(verdict)
         extra = self.check(verdict)
         elapsed = time.monotonic() - self.started
         result = {
@@ -807,6 +828,8 @@ class Chaos:
             "orphans": verdict.count("orphans"),
             "settled": settled,
             "controller_crashes": verdict.count("controller_crashes"),
+            "stale_refusals": verdict.count("stale_refusals"),
+            "cli_errors": verdict.count("cli_errors"),
             "configs": self.args.configs,
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
             "controller_kills": self.counts["controller_kills"],
@@ -824,7 +847,15 @@ class Chaos:
         return 1 if failed else 0
 
 
-VIOLATION_COUNTS = ("duplicates", "overlaps", "lost_writes", "phantom_writes", "unlogged_runs", "orphans")
+VIOLATION_COUNTS = (
+    "duplicates",
+    "overlaps",
+    "lost_writes",
+    "phantom_writes",
+    "unlogged_runs",
+    "orphans",
+    "cli_errors",
+)
 VIOLATION_FLAGS = ("audit_ok", "views_equal_rebuild", "settled")
 
 

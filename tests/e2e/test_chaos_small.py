@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"seed": "1", "configs": "3", "rollouts": "20", "controllers": "2", "minutes": "1"}
-CLEAN = ("duplicates", "overlaps", "lost_writes", "phantom_writes", "unlogged_runs", "orphans")
+CLEAN = ("duplicates", "overlaps", "lost_writes", "phantom_writes", "unlogged_runs", "orphans", "cli_errors")
 TRUE = ("audit_ok", "views_equal_rebuild", "settled")
 
 
