@@ -275,8 +275,15 @@ class LocalRuntime:
         row = self._row(name)  # read again: the dead shim may have written its last word
         if row is None or row["state"] not in ACTIVE:
             return
-        if row["pgid"] is None or procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
+        if self._kill_remains(row):
             self._execute(_LOST, ("shim vanished", utc_now(), name))
+
+    @staticmethod
+    def _kill_remains(row: sqlite3.Row) -> bool:
+        """With its shim dead: kill the deployer's group and whatever is left in the shim's session."""
+        if row["pgid"] is not None and not procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
+            return False
+        return procs.kill_session_and_wait(row["shim_pid"], row["shim_start"])
 
     def _finish_stop(self, row: sqlite3.Row) -> None:
         """Set ended_at of a stopped or deleted deployer once nothing of it runs.
@@ -286,12 +293,12 @@ class LocalRuntime:
         """
         shim_alive = procs.is_alive(row["shim_pid"], row["shim_start"])
         if row["stop_deadline"] is None or time.time() > row["stop_deadline"]:
-            if row["pgid"] is not None and not procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
-                return
-            if shim_alive:  # its death takes an unrecorded child with it (PR_SET_PDEATHSIG)
+            if shim_alive:
                 os.kill(row["shim_pid"], signal.SIGKILL)
                 if not self._wait_shim(row, _SHIM_EXIT_MARGIN):
                     return
+            if row["shim_pid"] is not None and not self._kill_remains(row):
+                return
         elif shim_alive or (row["pgid"] is not None and procs.group_alive(row["pgid"], row["start_time"])):
             return
         self._execute(_ENDED, (utc_now(), row["name"]))

@@ -96,3 +96,36 @@ def kill_group_and_wait(pgid: int, leader_start: int | None, *, grace: float = 5
 def group_alive(pgid: int, leader_start: int | None) -> bool:
     """True while a live process is left in the group whose leader started at leader_start."""
     return _group_is_ours(pgid, leader_start) and not group_gone(pgid)
+
+
+_SESSION = 3  # field 6
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        fields = _stat(int(entry)) if entry.isdigit() else None
+        if fields and int(fields[_SESSION]) == sid and fields[_STATE] not in _DEAD:
+            members.append(int(entry))
+    return members
+
+
+def kill_session_and_wait(sid: int, leader_start: int | None, *, timeout: float = 5.0) -> bool:
+    """SIGKILL every process of the session whose leader started at leader_start; True once none is left.
+
+    A dead shim's deployer may not have a recorded group yet, and its children may have
+    left the group: the shim's session holds them all. The pid of a session's leader is
+    not reused while the session has members, so a different process with that pid means
+    the session is gone.
+    """
+    if not _group_is_ours(sid, leader_start):
+        return True
+    deadline = time.monotonic() + timeout
+    while members := _session_members(sid):
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
