@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from eventsourcing.sqlite import SQLiteApplicationRecorder
+
+from projections.source import SQLiteLog
+
+MEMO_IDS = 100_000
 
 
 class Row(NamedTuple):
@@ -30,6 +35,7 @@ class RecorderSource:
 
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
+        self._ids: dict[str, str] = {}  # stored id -> dashed: a stream's events share one string
 
     def head(self) -> int:
         return self.recorder.max_notification_id() or 0
@@ -47,7 +53,21 @@ class RecorderSource:
         )
         with self.recorder.datastore.transaction(commit=False) as c:
             c.execute(sql, (after, limit))
-            return [Row(n, _dashed(o), v, t, state) for n, o, v, t, state in c.fetchall()]
+            rows = c.fetchall()
+        ids = self._ids
+        if len(ids) > MEMO_IDS:
+            ids.clear()
+        new = tuple.__new__
+        return [new(Row, (n, ids.get(o) or ids.setdefault(o, _dashed(o)), v, t, s)) for n, o, v, t, s in rows]
+
+    def sqlite_log(self) -> SQLiteLog | None:
+        """The log's SQLite file, for projections to read with SQLite itself (not when in memory)."""
+        if not isinstance(self.recorder, SQLiteApplicationRecorder):
+            return None
+        pool = self.recorder.datastore.pool
+        if pool.is_sqlite_memory_mode or str(pool.db_name).startswith("file:"):
+            return None
+        return SQLiteLog(Path(pool.db_name), self.recorder.events_table_name)
 
     def identity(self) -> str:
         first = self.recorder.select_notifications(start=None, limit=1)

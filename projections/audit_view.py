@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import Any
 
 import sqlite_utils
 
 from projections import streams
-from projections.projection import Projection
-from projections.records import Record
+from projections.audit_sql import SQLAuditFold
+from projections.projection import Fold, Projection, Sink
+from projections.records import Record, data_json
+from projections.source import EventSource, SQLiteLog
 
 CREATE_EVENTS = """
 CREATE TABLE IF NOT EXISTS events (
@@ -17,14 +19,18 @@ CREATE TABLE IF NOT EXISTS events (
     config TEXT, version INTEGER, attempt INTEGER, timestamp TEXT, actor TEXT,
     correlation_id TEXT, notification_id INTEGER, data TEXT)
 """
-INDEXES = (
-    "CREATE INDEX IF NOT EXISTS events_config ON events (config, version, position)",
-    "CREATE INDEX IF NOT EXISTS events_type ON events (type, position)",
-    "CREATE INDEX IF NOT EXISTS events_actor ON events (actor, position)",
-    "CREATE INDEX IF NOT EXISTS events_correlation ON events (correlation_id)",
-    "CREATE INDEX IF NOT EXISTS events_timestamp ON events (timestamp)",
-)
+INDEXES = {
+    name: f"CREATE INDEX IF NOT EXISTS {name} ON events ({columns})"
+    for name, columns in (
+        ("events_config", "config, version, position"),
+        ("events_type", "type, position"),
+        ("events_actor", "actor, position"),
+        ("events_correlation", "correlation_id"),
+        ("events_timestamp", "timestamp"),
+    )
+}
 INSERT = "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+Row = tuple[Any, ...]
 
 
 class AuditView(Projection):
@@ -35,29 +41,58 @@ class AuditView(Projection):
     def create(self, db: sqlite_utils.Database) -> None:
         db.execute(CREATE_EVENTS)
         db.execute(streams.CREATE)
-        for statement in INDEXES:
+        for statement in INDEXES.values():
             db.execute(statement)
 
-    def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:
-        where = streams.Streams(db)
+    def fold(self, conn: Sink) -> AuditFold:
+        return AuditFold(conn)
+
+    def fold_from_zero(
+        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: SQLiteLog | None
+    ) -> Fold:
+        """From a local SQLite log, SQLite makes the rows itself (see audit_sql)."""
+        if log is None:
+            return self.fold(conn)
+        return SQLAuditFold(db, log, head, source, row, INDEXES)
+
+
+class AuditFold(Fold):
+    def __init__(self, conn: Sink) -> None:
+        self.conn = conn
+        self.where = streams.Streams(conn)
+
+    def apply(self, records: Sequence[Record]) -> None:
+        where = self.where
+        known = where.known
         rows = []
         for r in records:
-            config, version = where.locate(r)
-            meta = r.meta
-            rows.append(
-                (
-                    r.position,
-                    r.stream,
-                    r.stream_version,
-                    r.type,
-                    config,
-                    r.data.get("revision", version),
-                    r.data.get("attempt"),
-                    r.timestamp,
-                    meta.get("actor"),
-                    meta.get("correlation_id"),
-                    meta.get("notification_id"),
-                    json.dumps(r.data, separators=(",", ":")),
-                )
-            )
-        db.conn.executemany(INSERT, rows)
+            if r.type in streams.FIRST:
+                config, version = where.add(r)
+            else:
+                config, version = known.get(r.stream) or where.lookup(r.stream)
+            rows.append(row(r, config, version))
+        where.flush()
+        self.conn.executemany(INSERT, rows)
+
+    def flush(self) -> None:
+        """Nothing waits: each batch's rows are new, and were sent by `apply`."""
+
+
+def row(r: Record, config: str | None, version: int | None) -> Row:
+    """The audit row of `r`, an event of a stream of `config` at `version`."""
+    data = r.data
+    meta = data.get("meta") or {}
+    return (
+        r.position,
+        r.stream,
+        r.stream_version,
+        r.type,
+        config,
+        data.get("revision", version),
+        data.get("attempt"),
+        r.timestamp,
+        meta.get("actor"),
+        meta.get("correlation_id"),
+        meta.get("notification_id"),
+        data_json(r),
+    )

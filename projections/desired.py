@@ -8,8 +8,9 @@ from typing import Any
 import sqlite_utils
 
 from domain import phases
-from projections.projection import Projection
+from projections.projection import Fold, Projection, Sink
 from projections.records import Record
+from projections.rows import Table
 
 CREATE = """
 CREATE TABLE IF NOT EXISTS open_deployments (
@@ -33,8 +34,6 @@ COLUMNS = (
     "timeout",
     "notification_id",
 )
-UPSERT = f"INSERT OR REPLACE INTO open_deployments VALUES ({', '.join('?' * len(COLUMNS))})"
-SELECT = "SELECT * FROM open_deployments WHERE stream = ?"
 STEP_MARKS = {
     "DeployerCreated": "created",
     "HookCreated": "created",
@@ -54,46 +53,69 @@ class Desired(Projection):
         db.execute(CREATE)
         db.execute("CREATE INDEX IF NOT EXISTS open_phase ON open_deployments (phase)")
 
-    def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:
-        touched: dict[str, dict[str, Any] | None] = {}
+    def fold(self, conn: Sink) -> DesiredFold:
+        return DesiredFold(conn)
+
+
+class DesiredFold(Fold):
+    def __init__(self, conn: Sink) -> None:
+        self.table = Table(conn, "open_deployments", COLUMNS, "stream")
+
+    def wants(self, kind: str, type_: str) -> bool:
+        return kind == "deployment"
+
+    def apply(self, records: Sequence[Record]) -> None:
+        table = self.table
+        changed = table.changed
         for r in records:
             if r.kind != "deployment":
                 continue
-            if r.stream not in touched:
-                touched[r.stream] = _load(db, r.stream)
-            touched[r.stream] = fold(touched[r.stream], r)
-        rows = [tuple(row[c] for c in COLUMNS) for row in touched.values() if row]
-        db.conn.executemany(UPSERT, rows)
+            if r.type == "Created":
+                table.put(_created(r))
+                continue
+            row = table.get(r.stream)
+            if row is not None:
+                _advance(row, r)
+                changed[r.stream] = row
 
-
-def _load(db: sqlite_utils.Database, stream: str) -> dict[str, Any] | None:
-    cursor = db.execute(SELECT, (stream,))
-    row = cursor.fetchone()
-    return dict(zip(COLUMNS, row, strict=True)) if row else None
+    def flush(self) -> None:
+        self.table.flush()
 
 
 def fold(row: dict[str, Any] | None, r: Record) -> dict[str, Any] | None:
     """The deployment's row after `r`."""
     if r.type == "Created":
-        return {
-            "stream": r.stream,
-            "config": r.data["config"],
-            "version": r.data["revision"],
-            "attempt": 1,
-            "phase": phases.NEW,
-            "step": None,
-            "step_kind": None,
-            "created": 0,
-            "started": 0,
-            "cancel": 0,
-            "claimant": None,
-            "claimed_at": None,
-            "timeout": r.data["spec"]["timeout"],
-            "notification_id": None,
-        }
+        return _created(r)
     if row is None:
         return None
-    row = {**row, "phase": phases.phase_after(row["phase"], r.type, r.data), "notification_id": r.position}
+    row = dict(row)
+    _advance(row, r)
+    return row
+
+
+def _created(r: Record) -> dict[str, Any]:
+    return {
+        "stream": r.stream,
+        "config": r.data["config"],
+        "version": r.data["revision"],
+        "attempt": 1,
+        "phase": phases.NEW,
+        "step": None,
+        "step_kind": None,
+        "created": 0,
+        "started": 0,
+        "cancel": 0,
+        "claimant": None,
+        "claimed_at": None,
+        "timeout": r.data["spec"]["timeout"],
+        "notification_id": None,
+    }
+
+
+def _advance(row: dict[str, Any], r: Record) -> None:
+    """Change `row` to the deployment's row after `r` (not Created)."""
+    row["phase"] = phases.phase_after(row["phase"], r.type, r.data)
+    row["notification_id"] = r.position
     if r.type == "DeployerClaimed":
         row.update(claimant=r.data["claimant"], claimed_at=r.timestamp, attempt=r.data["attempt"])
         _enter(row, r.data["step"])
@@ -107,7 +129,6 @@ def fold(row: dict[str, Any] | None, r: Record) -> dict[str, Any] | None:
     elif r.type == "RetryRequested":
         row.update(attempt=r.data["attempt"], cancel=0, claimant=None, claimed_at=None)
         _enter(row, None)
-    return row
 
 
 def _enter(row: dict[str, Any], step: dict[str, Any] | None) -> None:

@@ -14,6 +14,7 @@ import sqlite_utils
 
 TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version INTEGER, position INTEGER, log_id TEXT)"
 BUSY_TIMEOUT_S = 120.0
+BUILD_CACHE_KIB = -256 * 1024  # negative: in KiB
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,34 @@ def immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def create_unjournaled(path: Path) -> sqlite_utils.Database:
+    """A new file to fill from zero before anyone may open it: no journal, no syncs, a big cache.
+
+    A crash leaves a broken file, but nobody reads it: the catalog points to it only after
+    `seal`. The connection takes URI names (to attach the log read-only)."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    conn = sqlite3.connect(
+        path.resolve().as_uri(), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size={BUILD_CACHE_KIB}", "temp_store=MEMORY"):
+        conn.execute(f"PRAGMA {pragma}")
+    db = sqlite_utils.Database(conn)
+    db.execute(TRACKING)
+    return db
+
+
+def seal(db: sqlite_utils.Database, path: Path) -> None:
+    """Make a file filled by `create_unjournaled` like every other (WAL), on disk, then close it."""
+    db.execute("PRAGMA main.journal_mode=WAL")
+    db.close()
+    for name in (path, path.parent):  # the file, and its name in the folder
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def tracked(db: sqlite_utils.Database, name: str) -> Tracked | None:

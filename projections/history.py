@@ -9,8 +9,9 @@ from typing import Any
 import sqlite_utils
 
 from domain import phases
-from projections.projection import Projection
+from projections.projection import Fold, Projection, Sink
 from projections.records import Record
+from projections.rows import Table
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS configs (stream TEXT PRIMARY KEY, name TEXT UNIQUE, spec TEXT,
@@ -72,29 +73,8 @@ STEP_STATE = {
 }
 
 
-class Rows:
-    """Rows touched in one batch, loaded on first use and written back once."""
-
-    def __init__(self, db: sqlite_utils.Database) -> None:
-        self.db = db
-        self.cache: dict[str, dict[str, dict[str, Any] | None]] = {t: {} for t in COLUMNS}
-
-    def get(self, table: str, key: str) -> dict[str, Any] | None:
-        cached = self.cache[table]
-        if key not in cached:
-            cursor = self.db.execute(f"SELECT * FROM {table} WHERE {KEYS[table]} = ?", (key,))
-            row = cursor.fetchone()
-            cached[key] = dict(zip([c[0] for c in cursor.description], row, strict=True)) if row else None
-        return cached[key]
-
-    def put(self, table: str, row: dict[str, Any]) -> None:
-        self.cache[table][row[KEYS[table]]] = row
-
-    def flush(self) -> None:
-        for table, rows in self.cache.items():
-            columns = COLUMNS[table]
-            sql = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-            self.db.conn.executemany(sql, [tuple(r[c] for c in columns) for r in rows.values() if r])
+_STEP_MOVES = frozenset({"DeployerClaimed", "DeployerSucceeded", "HookSucceeded", "HookFailed"})
+_CONFIG_CHANGES = frozenset({"SpecChanged", "Paused", "Resumed", "RolloutTriggered"})
 
 
 class History(Projection):
@@ -106,113 +86,127 @@ class History(Projection):
         for statement in SCHEMA:
             db.execute(statement)
 
-    def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:
-        rows = Rows(db)
+    def fold(self, conn: Sink) -> HistoryFold:
+        return HistoryFold(conn)
+
+
+class HistoryFold(Fold):
+    def __init__(self, conn: Sink) -> None:
+        self.configs, self.deployments, self.steps = (Table(conn, t, COLUMNS[t], KEYS[t]) for t in COLUMNS)
+
+    def wants(self, kind: str, type_: str) -> bool:
+        return kind != "config" or type_ == "Registered" or type_ in _CONFIG_CHANGES
+
+    def apply(self, records: Sequence[Record]) -> None:
         for r in records:
             if r.kind == "config":
-                _config(rows, r)
+                self._config(r)
             else:
-                _deployment(rows, r)
-        rows.flush()
+                self._deployment(r)
 
+    def flush(self) -> None:
+        for table in (self.configs, self.deployments, self.steps):
+            table.flush()
 
-def _config(rows: Rows, r: Record) -> None:
-    if r.type == "Registered":
-        rows.put(
-            "configs",
-            {
-                "stream": r.stream,
-                "name": r.data["name"],
-                "spec": json.dumps(r.data["spec"]),
-                "paused": 0,
-                "latest_version": 0,
-                "created_at": r.timestamp,
-                "updated_at": r.timestamp,
-            },
-        )
-        return
-    row = rows.get("configs", r.stream)
-    if row is None:
-        return
-    if r.type == "SpecChanged":
-        row["spec"] = json.dumps(r.data["spec"])
-    elif r.type in ("Paused", "Resumed"):
-        row["paused"] = int(r.type == "Paused")
-    elif r.type == "RolloutTriggered":
-        row["latest_version"] = r.data["revision"]
-    else:
-        return
-    row["updated_at"] = r.timestamp
+    def _config(self, r: Record) -> None:
+        if r.type == "Registered":
+            self.configs.put(
+                {
+                    "stream": r.stream,
+                    "name": r.data["name"],
+                    "spec": json.dumps(r.data["spec"]),
+                    "paused": 0,
+                    "latest_version": 0,
+                    "created_at": r.timestamp,
+                    "updated_at": r.timestamp,
+                }
+            )
+            return
+        if r.type not in _CONFIG_CHANGES:
+            return
+        row = self.configs.get(r.stream)
+        if row is None:
+            return
+        if r.type == "SpecChanged":
+            row["spec"] = json.dumps(r.data["spec"])
+        elif r.type == "RolloutTriggered":
+            row["latest_version"] = r.data["revision"]
+        else:
+            row["paused"] = int(r.type == "Paused")
+        row["updated_at"] = r.timestamp
+        self.configs.changed[r.stream] = row
 
+    def _deployment(self, r: Record) -> None:
+        type_, data = r.type, r.data
+        if type_ == "Created":
+            self.deployments.put(
+                {
+                    "stream": r.stream,
+                    "config": data["config"],
+                    "version": data["revision"],
+                    "phase": phases.NEW,
+                    "reason": None,
+                    "attempt": 1,
+                    "cause": data["cause"],
+                    "message": data["message"],
+                    "actor": r.meta.get("actor"),
+                    "step": None,
+                    "created_at": r.timestamp,
+                    "started_at": None,
+                    "finished_at": None,
+                    "spec": json.dumps(data["spec"]),
+                }
+            )
+            return
+        deployments = self.deployments
+        row = deployments.get(r.stream)
+        if row is None:
+            return
+        self._step(row, r, type_, data)
+        before = row["phase"]
+        row["phase"] = after = phases.phase_after(before, type_, data)
+        if type_ == "RetryRequested":
+            row.update(attempt=data["attempt"], reason=None, started_at=None, finished_at=None)
+        elif type_ == "DeployerStarted" and not row["started_at"]:
+            row["started_at"] = r.timestamp
+        if after in phases.TERMINAL and before not in phases.TERMINAL:
+            row["finished_at"] = r.timestamp
+            if after == phases.FAILED:
+                row["reason"] = "cancelled" if type_ in ("Cancelled", "CancelRequested") else data.get("reason")
+        deployments.changed[r.stream] = row
 
-def _deployment(rows: Rows, r: Record) -> None:
-    if r.type == "Created":
-        rows.put(
-            "deployments",
-            {
-                "stream": r.stream,
-                "config": r.data["config"],
-                "version": r.data["revision"],
-                "phase": phases.NEW,
-                "reason": None,
-                "attempt": 1,
-                "cause": r.data["cause"],
-                "message": r.data["message"],
-                "actor": r.meta.get("actor"),
-                "step": None,
-                "created_at": r.timestamp,
-                "started_at": None,
-                "finished_at": None,
-                "spec": json.dumps(r.data["spec"]),
-            },
-        )
-        return
-    row = rows.get("deployments", r.stream)
-    if row is None:
-        return
-    _step(rows, row, r)
-    before, row["phase"] = row["phase"], phases.phase_after(row["phase"], r.type, r.data)
-    if r.type == "RetryRequested":
-        row.update(attempt=r.data["attempt"], reason=None, started_at=None, finished_at=None)
-    if r.type == "DeployerStarted" and not row["started_at"]:
-        row["started_at"] = r.timestamp
-    if row["phase"] in phases.TERMINAL and before not in phases.TERMINAL:
-        row["finished_at"] = r.timestamp
-        if row["phase"] == phases.FAILED:
-            row["reason"] = "cancelled" if r.type in ("Cancelled", "CancelRequested") else r.data.get("reason")
-
-
-def _step(rows: Rows, deployment: dict[str, Any], r: Record) -> None:
-    """Follow the deployer and hook runs of the current attempt."""
-    current = rows.get("steps", deployment["step"]) if deployment["step"] else None
-    state = STEP_STATE.get(r.type)
-    if current is not None and state:
-        current["state"] = state
-        if state == "running":
-            current["started_at"] = r.timestamp
-        elif state != "created":
-            current.update(finished_at=r.timestamp, exit_code=r.data.get("exit_code"))
-            current["reason"] = r.data.get("reason")
-    nxt = r.data.get("step") if r.type == "DeployerClaimed" else r.data.get("next")
-    if r.type in ("DeployerClaimed", "DeployerSucceeded", "HookSucceeded", "HookFailed"):
-        deployment["step"] = nxt and nxt["name"]
-    if r.type in STEP_STATE and state not in ("created", "running") and not nxt:
-        deployment["step"] = None
-    if nxt:
-        rows.put(
-            "steps",
-            {
-                "name": nxt["name"],
-                "config": deployment["config"],
-                "version": deployment["version"],
-                "attempt": r.data["attempt"],
-                "kind": nxt["kind"],
-                "try": nxt["try"],
-                "state": "waiting",
-                "exit_code": None,
-                "reason": None,
-                "created_at": r.timestamp,
-                "started_at": None,
-                "finished_at": None,
-            },
-        )
+    def _step(self, deployment: dict[str, Any], r: Record, type_: str, data: dict[str, Any]) -> None:
+        """Follow the deployer and hook runs of the current attempt."""
+        state = STEP_STATE.get(type_)
+        if state is not None and deployment["step"]:
+            current = self.steps.get(deployment["step"])
+            if current is not None:
+                current["state"] = state
+                if state == "running":
+                    current["started_at"] = r.timestamp
+                elif state != "created":
+                    current.update(finished_at=r.timestamp, exit_code=data.get("exit_code"))
+                    current["reason"] = data.get("reason")
+                self.steps.changed[current["name"]] = current
+        nxt = data.get("step") if type_ == "DeployerClaimed" else data.get("next")
+        if type_ in _STEP_MOVES:
+            deployment["step"] = nxt and nxt["name"]
+        if state is not None and state not in ("created", "running") and not nxt:
+            deployment["step"] = None
+        if nxt:
+            self.steps.put(
+                {
+                    "name": nxt["name"],
+                    "config": deployment["config"],
+                    "version": deployment["version"],
+                    "attempt": data["attempt"],
+                    "kind": nxt["kind"],
+                    "try": nxt["try"],
+                    "state": "waiting",
+                    "exit_code": None,
+                    "reason": None,
+                    "created_at": r.timestamp,
+                    "started_at": None,
+                    "finished_at": None,
+                }
+            )

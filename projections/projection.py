@@ -2,13 +2,60 @@
 
 from __future__ import annotations
 
+import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Protocol
 
 import sqlite_utils
 
-from projections.records import Record
+from projections.records import Notification, Record
+from projections.source import EventSource, SQLiteLog
+
+# Rows a fold keeps between batches; past this many it forgets them (they are written).
+CACHE_ROWS = 250_000
+
+
+class Sink(Protocol):
+    """Where a fold sends its statements: an sqlite3 connection, or a writer that runs its writes later, in order.
+
+    Reads (`execute`) see every write sent before them."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> sqlite3.Cursor: ...
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+
+class Fold(ABC):
+    """Folds batches into one projection file, remembering the rows it has read or written.
+
+    What it remembers is only right while nothing else writes the file: use one fold per
+    transaction, or per file that no other connection writes (a rebuild's)."""
+
+    def wants(self, kind: str, type_: str) -> bool:
+        """Whether `apply` looks at events of this kind and type at all (the others may be left out)."""
+        return True
+
+    def read(self, notifications: Sequence[Notification]) -> None:  # noqa: B027 - most folds need records
+        """A rebuild's batch as read, before the records that `wants` asks for are decoded."""
+
+    @abstractmethod
+    def apply(self, records: Sequence[Record]) -> None:
+        """Fold `records` (in order, after the tracked position); `flush` sends what is still unwritten."""
+
+    def reached(self, position: int) -> None:  # noqa: B027 - most folds have nothing to do here
+        """Every event up to `position` has been offered to `apply` (those it wants)."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Send every row changed since the last flush to the sink."""
+
+    def finish(self) -> None:
+        """The last flush of a rebuild."""
+        self.flush()
+
+    def close(self) -> None:  # noqa: B027 - most folds hold nothing
+        """Let go of what the fold holds, whether or not it finished."""
 
 
 class Projection(ABC):
@@ -23,5 +70,18 @@ class Projection(ABC):
         """Create the tables and indexes (called inside the first transaction)."""
 
     @abstractmethod
+    def fold(self, conn: Sink) -> Fold:
+        """A fold into the file behind `conn`, for the batches of one transaction (or of one private file)."""
+
+    def fold_from_zero(
+        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: SQLiteLog | None
+    ) -> Fold:
+        """A fold of all of `source` (to `head` and a little past) into `db`, new and private, written
+        through `conn`; `log` is where the log's SQLite file is, when it is one."""
+        return self.fold(conn)
+
     def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:
         """Fold `records` (all after the tracked position, in order) into the tables."""
+        fold = self.fold(db.conn)
+        fold.apply(records)
+        fold.flush()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from projections.records import Notification
 
@@ -17,3 +18,18 @@ class EventSource(Protocol):
 
     def identity(self) -> str:
         """A value that tells this log from any other (empty while the log is empty)."""
+
+
+class SQLiteLog(NamedTuple):
+    """Where a log kept by eventsourcing's SQLite module is: its file, and the table of its events."""
+
+    path: Path
+    table: str
+
+
+@runtime_checkable
+class LocalLog(Protocol):
+    """A source whose log may be an SQLite file on this machine, which SQLite can then read itself."""
+
+    def sqlite_log(self) -> SQLiteLog | None:
+        """The log's file and table, or None when it is not an SQLite file."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -11,6 +12,7 @@ import sqlite_utils
 
 from projections import files
 from projections.audit_view import AuditView
+from projections.build import build
 from projections.desired import Desired
 from projections.files import Catalog, Tracked, immediate
 from projections.history import History
@@ -21,9 +23,22 @@ from projections.source import EventSource
 ALL: tuple[Projection, ...] = (Desired(), History(), AuditView())
 BY_NAME = {p.name: p for p in ALL}
 BATCH = 1000
-REBUILD_BATCH = 20_000
+REBUILD_BATCH = 2_000  # few enough that a batch's records stay in the CPU's caches
 Progress = Callable[[int, int], None]
 Warn = Callable[[str], None]
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cycle collection during a rebuild: it makes no cycles, and it keeps many objects alive
+    (a batch of records, the folds' rows), which each collection would walk again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class UnknownProjection(ValueError):
@@ -166,34 +181,45 @@ class ProjectionStore:
     def rebuild(
         self, projections: Sequence[Projection] = ALL, *, shadow: bool = False, progress: Progress | None = None
     ) -> None:
-        if not shadow:
-            self._rebuild_in_place(projections, progress)
-            return
-        for p in projections:
-            self._rebuild_shadow(p, progress)
+        with paused_gc():
+            if not shadow:
+                self._rebuild_in_place(projections, progress)
+                return
+            for p in projections:
+                self._rebuild_shadow(p, progress)
 
     def _rebuild_in_place(self, projections: Sequence[Projection], progress: Progress | None) -> None:
-        """Replay from zero in ONE transaction per file: readers keep the old rows until it commits.
+        """Replay from zero into new files while the live ones serve but cannot move, then swap.
 
-        Each batch is read and decoded once and folded into every projection being rebuilt.
+        One read and decode of the log for every projection (see build). The catalog's write
+        lock is held throughout, as for shadow builds, and so is each live file's: no catch-up
+        moves them meanwhile, so the new files never serve a position lower than they did.
         """
-        dbs = {p.name: self.db(p.name) for p in projections}
-        head = self.source.head()
-        self._log_id = None
-        with contextlib.ExitStack() as stack:
-            for p in projections:
-                db = stack.enter_context(immediate(dbs[p.name]))
-                for table in p.tables:
-                    db.execute(f"DROP TABLE IF EXISTS {table}")
-                p.create(db)
-                files.track(db, p.name, Tracked(p.version, 0, self.log_id()))
-            # Big batches: inside one transaction they only save the folds' row lookups.
-            for batch, last in self._batches(0, head, REBUILD_BATCH):
+        for p in projections:
+            self.db(p.name)  # a file to hold, created when missing (that takes the catalog lock)
+        catalog = self.catalog.db
+        catalog.execute("BEGIN IMMEDIATE")
+        try:
+            with contextlib.ExitStack() as stack:
+                for p in projections:  # the current files, as seen under the catalog lock
+                    stack.enter_context(immediate(self.db(p.name)))
+                    self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
+                paths = {p.name: self.catalog.next_file(p.name) for p in projections}
+                head = self.source.head()
+                self._log_id = None
+                build(self.source, projections, paths, head, self.log_id(), REBUILD_BATCH, progress)
                 for p in projections:
-                    p.apply(dbs[p.name], batch)
-                    files.track(dbs[p.name], p.name, Tracked(p.version, last, self.log_id()))
-                if progress:
-                    progress(last, head)
+                    self.catalog.point(p.name, paths[p.name])
+                catalog.execute("COMMIT")  # the swap, while the live files still cannot move
+        except BaseException:
+            if catalog.conn.in_transaction:
+                catalog.execute("ROLLBACK")
+            raise
+        for p in projections:
+            self._open.pop(p.name)[1].close()
+        with immediate(catalog):  # not a stray of a build in progress: builds hold this lock
+            for p in projections:  # what is current now: a twin's rebuild may have swapped since ours
+                self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
 
     def _rebuild_shadow(self, p: Projection, progress: Progress | None) -> None:
         """Build a new file while the live one serves, then swap once it is not behind.

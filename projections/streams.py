@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-import sqlite_utils
-
+from projections.projection import CACHE_ROWS, Sink
 from projections.records import Record
 
 CREATE = "CREATE TABLE IF NOT EXISTS streams (stream TEXT PRIMARY KEY, kind TEXT, config TEXT, version INTEGER)"
 INSERT = "INSERT OR REPLACE INTO streams (stream, kind, config, version) VALUES (?, ?, ?, ?)"
 SELECT = "SELECT config, version FROM streams WHERE stream = ?"
+FIRST = frozenset({"Registered", "Created"})
+Where = tuple[str | None, int | None]
 
 
 class Streams:
-    """A per-batch cache over the `streams` table of one projection file."""
+    """A cache over the `streams` table of one projection file; new streams are written by `flush`."""
 
-    def __init__(self, db: sqlite_utils.Database) -> None:
-        self.db = db
-        self.known: dict[str, tuple[str | None, int | None]] = {}
+    def __init__(self, conn: Sink) -> None:
+        self.conn = conn
+        self.known: dict[str, Where] = {}
+        self.new: list[tuple[str, str, str | None, int | None]] = []
 
-    def locate(self, record: Record) -> tuple[str | None, int | None]:
-        """(config, version) of `record`, remembering streams as they are created."""
-        if record.type in ("Registered", "Created"):
-            found = (record.data.get("name") or record.data.get("config"), record.data.get("revision"))
-            self.db.execute(INSERT, (record.stream, record.kind, *found))
-            self.known[record.stream] = found
-            return found
-        if record.stream not in self.known:
-            row = self.db.execute(SELECT, (record.stream,)).fetchone()
-            self.known[record.stream] = (row[0], row[1]) if row else (None, None)
-        return self.known[record.stream]
+    def add(self, record: Record) -> Where:
+        """The stream that `record` (its first event) creates."""
+        data = record.data
+        found = (data.get("name") or data.get("config"), data.get("revision"))
+        self.new.append((record.stream, record.kind, *found))
+        self.known[record.stream] = found
+        return found
+
+    def lookup(self, stream: str) -> Where:
+        row = self.conn.execute(SELECT, (stream,)).fetchone()
+        self.known[stream] = found = (row[0], row[1]) if row else (None, None)
+        return found
+
+    def flush(self) -> None:
+        """Write the streams created since the last flush; forget all once more than CACHE_ROWS are known."""
+        if self.new:
+            self.conn.executemany(INSERT, self.new)
+            self.new = []
+        if len(self.known) > CACHE_ROWS:
+            self.known.clear()

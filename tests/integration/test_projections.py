@@ -29,7 +29,7 @@ from adapters.application import RolloutsApp, new_meta
 from adapters.controller import commands
 from adapters.eventstore import open_app
 from adapters.home import Home
-from adapters.log_source import RecorderSource
+from adapters.log_source import RecorderSource, Row
 from domain import phases, rollout
 from domain.config import DeploymentConfig
 from domain.deployment import Deployment
@@ -40,6 +40,7 @@ from projections.audit_view import AuditView
 from projections.desired import Desired
 from projections.history import History
 from projections.projection import Projection
+from projections.records import data_json, decode
 from projections.store import ALL, ProjectionStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -600,6 +601,100 @@ def test_a_shadow_rebuild_never_goes_back_behind_what_the_live_file_served(
     close_store(other)
 
 
+def test_a_rebuild_in_place_swaps_to_new_files_and_removes_the_old_ones(random_home: tuple[Log, Dump]) -> None:
+    log, live = random_home
+    store = log.store()
+    before = {p.name: store.catalog.current(p.name) for p in ALL}
+    (log.home.projections / "history-99.db").write_bytes(b"what a killed rebuild left")
+    store.rebuild()
+    after = {p.name: store.catalog.current(p.name) for p in ALL}
+    assert all(before[n] != after[n] for n in before)
+    assert {f.name for f in log.home.projections.glob("*.db")} == {"catalog.db", *(p.name for p in after.values())}  # type: ignore[union-attr]
+    assert_same(dump(store), live)
+    assert positions(store) == {p.name: log.head() for p in ALL}
+    close_store(store)
+
+
+def unusual_history(log: Log) -> None:
+    """Events whose stored text SQLite cannot turn into the audit row as Python does, or cannot read."""
+    app = log.app
+    spec = Spec(command=["deploy", "é"], env={"K": "☃"}, timeout=60)
+    app.create_config("unusual", spec, new_meta("zoë"))
+    app.latest("unusual", "déploiement \x7f", False, new_meta("ci@z"))
+    app.pause("unusual", new_meta("bob@y", notification_id=float("nan")))  # JSON that SQLite refuses
+    app.resume("unusual", new_meta("bob@y", note='a "quoted" \\ text\n'))
+
+
+def test_a_rebuild_of_events_sqlite_cannot_render_equals_the_live_tables(random_home: tuple[Log, Dump]) -> None:
+    log, _ = random_home
+    unusual_history(log)
+    live = log.store()
+    live.catch_up()  # Python folds every event
+    expected = dump(live)
+    close_store(live)
+    store = log.store()
+    store.rebuild()  # SQLite makes the audit rows, Python the unusual ones
+    assert_same(dump(store), expected)
+    close_store(store)
+
+
+def test_a_first_event_sqlite_cannot_read_leaves_the_audit_to_python(random_home: tuple[Log, Dump]) -> None:
+    log, _ = random_home
+    log.app.create_config("nan", Spec(command=["true"]), new_meta("x", notification_id=float("inf")))
+    log.app.latest("nan", None, False, new_meta("x"))
+    live = log.store()
+    live.catch_up()
+    expected = dump(live)
+    close_store(live)
+    store = log.store()
+    store.rebuild()
+    assert_same(dump(store), expected)
+    close_store(store)
+
+
+def test_the_audit_data_cut_from_the_stored_text_is_what_json_dumps_gives(random_home: tuple[Log, Dump]) -> None:
+    log, _ = random_home
+    unusual_history(log)
+    stamp = {"_type_": "datetime_iso", "_data_": "2024-01-01T00:00:00+00:00"}
+    uuid = {"_type_": "uuid_hex", "_data_": "ab" * 16}
+    crafted = [
+        {"timestamp": stamp},
+        {"timestamp": stamp, "originator_topic": "x:Y", "config_id": uuid, "a": [1, 2.5, None, True]},
+        {"timestamp": stamp, "config_id": uuid, "nested": {"originator_topic": "x", "config_id": uuid}},
+        {"timestamp": stamp, "a": 1, "originator_topic": "late"},
+        {"timestamp": stamp, "config_id": {"_type_": "uuid_hex", "_data_": "ab", "more": 1}},
+        {"timestamp": stamp, "s": 'tab\t quote" backslash\\ del\x7f é \u2603'},
+        {"timestamp": {"_type_": "datetime_iso", "_data_": 'odd"stamp'}, "x": 1},
+    ]
+    texts = [json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode() for d in crafted]
+    notifications = [Row(i + 1, "ab" * 16, 1, "m:C.T", t) for i, t in enumerate(texts)]
+    notifications += RecorderSource(log.app.recorder).read(0, log.head())
+    for n in notifications:
+        r = decode(n)
+        assert data_json(r) == json.dumps(r.data, separators=(",", ":")), n
+
+
+def test_a_write_that_fails_during_a_rebuild_leaves_the_live_view_and_no_new_file(
+    random_home: tuple[Log, Dump], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, live = random_home
+    store = log.store()
+    before = {p.name: store.catalog.current(p.name) for p in ALL}
+
+    def failing(self: History, conn: Any) -> Any:
+        fold = History.fold(self, conn)
+        fold.flush = lambda: conn.executemany("INSERT INTO no_such_table VALUES (?)", [(1,)])  # type: ignore[method-assign]
+        return fold
+
+    monkeypatch.setattr(History, "fold_from_zero", lambda self, db, conn, *a: failing(self, conn))
+    with pytest.raises(Exception, match="no_such_table|projection write failed"):
+        store.rebuild()
+    assert {p.name: store.catalog.current(p.name) for p in ALL} == before
+    assert {f.name for f in log.home.projections.glob("*.db")} <= {"catalog.db", *(p.name for p in before.values())}  # type: ignore[union-attr]
+    assert_same(dump(store), live)
+    close_store(store)
+
+
 # -- I5: an event delivered again changes nothing --------------------------------------
 
 
@@ -867,6 +962,40 @@ def test_two_processes_catching_up_at_once_neither_corrupt_nor_double_apply(
     assert positions(store) == {p.name: log.head() for p in ALL}
     assert_same(dump(store), fresh(log, tmp / "fresh"))
     close_store(store)
+
+
+class TwinRebuildsOnPop(dict[str, Any]):
+    """The store's open-file table; its first pop runs a twin store's whole in-place rebuild.
+
+    A rebuild pops its old connections right after committing its swap, before it removes
+    the files no longer pointed to: this is the moment a queued twin takes the catalog lock."""
+
+    def __init__(self, table: dict[str, Any], twin: ProjectionStore) -> None:
+        super().__init__(table)
+        self.twin: ProjectionStore | None = twin
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if self.twin is not None:
+            twin, self.twin = self.twin, None
+            twin.rebuild()
+        return super().pop(key, *default)
+
+
+def test_an_in_place_rebuild_finished_by_a_twin_after_ours_was_deleted_by_our_cleanup(big_home: Log, tmp: Path) -> None:
+    """Found by the two-process rebuild test: our cleanup kept the files WE built, not the ones
+    the catalog pointed to by then, and deleted the files of a twin that swapped in meanwhile."""
+    log = big_home
+    first, second = log.store(), log.store()
+    first.catch_up()
+    first._open = TwinRebuildsOnPop(first._open, second)  # type: ignore[assignment]
+    first.rebuild()
+    store = log.store()
+    for p in ALL:
+        assert store.catalog.current(p.name).exists(), f"the catalog points {p.name} at a deleted file"  # type: ignore[union-attr]
+    assert positions(store) == {p.name: log.head() for p in ALL}
+    assert_same(dump(store), fresh(log, tmp / "fresh"))
+    for each in (first, second, store):
+        close_store(each)
 
 
 class Killed(Exception):
