@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+from uuid import UUID
 
-from domain import rollout
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import IntegrityError, OperationalError
+
+from domain import ids, rollout
 from domain.deployment import Deployment
-from domain.errors import DomainError
+from domain.errors import DomainError, NotFound
 
 Report = Callable[[Deployment], bool]
+Decision = Callable[[], tuple[list[Any], Any]]
 
 
 def claim(app: Any, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> str | None:
     """Claim the slot for `revision` and return the first deployer's name; None when not due."""
+    if not is_new(app, config_name, revision):
+        return None  # claimed meanwhile (by a twin controller, most often): no need to decide
+    return app.decide(claim_decision(app, config_name, revision, claimant, meta))
 
+
+def claim_decision(app: Any, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> Decision:
     def decision() -> tuple[list[Any], str | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
@@ -24,7 +34,12 @@ def claim(app: Any, config_name: str, revision: int, claimant: str, meta: dict[s
             return [], None
         return aggregates, deployment.step["name"]  # type: ignore[index]
 
-    return app.decide(decision)
+    return decision
+
+
+def is_new(app: Any, config_name: str, revision: int) -> bool:
+    """Whether the deployment is still New in the log (a cheap look, before deciding to claim it)."""
+    return peek(app, ids.deployment_id(ids.config_id(config_name), revision)).phase == "New"
 
 
 def report(app: Any, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> Deployment | None:
@@ -32,21 +47,67 @@ def report(app: Any, config_name: str, revision: int, change: Report, meta: dict
 
     Returns the changed deployment, or None when `change` found nothing to record.
     """
+    return app.decide(report_decision(app, config_name, revision, change, meta))
 
+
+def report_decision(app: Any, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> Decision:
     def decision() -> tuple[list[Any], Deployment | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
         if not change(deployment):
             return [], None
         rollout.settle(config, deployment, meta)
-        return [config, deployment], deployment
+        return _as_if_alone(config, deployment), deployment
 
-    return app.decide(decision)
+    return decision
+
+
+def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
+    """What to save for reports applied at once, their events in the order separate reports
+    would have appended them: the deployment's, but for its last, then the config's (the slot's
+    release, decided with that last one), then the last. The aggregates follow, with no events
+    left, so that the application still snapshots and caches them."""
+    reported = list(deployment.collect_events())
+    released = list(config.collect_events())
+    return [*reported[:-1], *released, *reported[-1:], config, deployment]
+
+
+def together(app: Any, decisions: Sequence[Decision]) -> list[Any] | None:
+    """Run each decision on fresh aggregates, then append all they decided in one save (one commit).
+
+    The decisions must concern different aggregates (one per deployment and config, as a pass
+    plans them). None, with nothing appended, when one was refused or the save conflicted:
+    each is then to be decided alone, again on fresh state (I4).
+    """
+    results: list[Any] = []
+    aggregates: list[Any] = []
+    try:
+        for decision in decisions:
+            decided, result = decision()
+            aggregates += decided
+            results.append(result)
+        if aggregates:
+            app.save(*aggregates)
+    except (DomainError, NotFound, IntegrityError):
+        return None
+    except OperationalError as error:
+        if "locked" not in str(error) and "timeout" not in str(error):
+            raise
+        return None
+    return results
+
+
+def peek(app: Any, aggregate_id: UUID) -> Any:
+    """An aggregate as the log has it now (new events read), not copied: read it at once, never change it."""
+    try:
+        return app.repository.get(aggregate_id, deepcopy_from_cache=False)
+    except AggregateNotFoundError:
+        raise NotFound(f"no aggregate {aggregate_id}") from None
 
 
 def current_step(app: Any, config_name: str, revision: int, name: str, claimant: str) -> Deployment | None:
     """The deployment, re-read from the log, if `name` is its current, uncreated step and ours."""
-    deployment = app.deployment(app.config(config_name), revision)
+    deployment: Deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
     if not deployment.is_current(name) or deployment.claimant != claimant:
         return None
     if deployment.cancel_requested or deployment.step["created"]:  # type: ignore[index]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from adapters.application import WriteConflict
 from adapters.controller import commands
-from adapters.controller.plan import Action, is_gone
+from adapters.controller.plan import REPORTS, Action, is_gone
 from adapters.runtime.local import DeployerExists, LocalRuntime
 from domain.deployment import Deployment
+from domain.errors import DomainError, NotFound
 
 
 class Executor:
@@ -24,6 +27,13 @@ class Executor:
         self.actor = actor
         self.cwd = cwd
         self.ended: set[str] = set()
+        self._created: dict[str, float] = {}  # deployers this process created: name -> time.monotonic()
+
+    def created_within(self, seconds: float) -> frozenset[str]:
+        """The deployers this process created in the last `seconds` (older ones are forgotten)."""
+        since = time.monotonic() - seconds
+        self._created = {name: at for name, at in self._created.items() if at >= since}
+        return frozenset(self._created)
 
     def meta(self, notification_id: int | None = None) -> dict[str, Any]:
         from adapters.application import new_meta
@@ -31,7 +41,87 @@ class Executor:
         return new_meta(self.actor, notification_id=notification_id, claimant=self.claimant)
 
     def run(self, action: Action, notification_id: int | None = None) -> None:
-        getattr(self, f"_{action.kind}")(action, self.meta(notification_id))
+        self.run_batch((action,), notification_id)
+
+    def run_batch(self, batch: Sequence[Action], notification_id: int | None = None) -> None:
+        """One action, or reports about one deployer (plan.batches) decided and saved at once."""
+        meta = self.meta(notification_id)
+        first = batch[0]
+        if first.kind not in REPORTS:
+            if len(batch) > 1:
+                raise ValueError(f"only reports are batched, not {[a.kind for a in batch]}")
+            getattr(self, f"_{first.kind}")(first, meta)
+            return
+        self._report(first, self._change(batch, meta), meta)
+
+    def run_group(
+        self, batches: Sequence[tuple[Action, ...]], notification_ids: Mapping[tuple[str, int], int | None]
+    ) -> list[tuple[tuple[Action, ...], Exception]]:
+        """Claims, or report batches, of different deployments: decided each on fresh state and
+        appended in one save (one commit for a whole pass); each alone if that save conflicts.
+        A committed claim's first step is then created, as by a claim alone. Returns the
+        batches that failed, with why (a write still conflicting, a refusal)."""
+        if not batches:
+            return []
+        metas = [self.meta(notification_ids.get((b[0].config, b[0].version))) for b in batches]
+        if any(b[0].kind != "claim" and b[0].kind not in REPORTS for b in batches):
+            raise ValueError("only claims and reports are decided together")
+        claims = batches[0][0].kind == "claim"
+        if claims:  # those a twin has claimed meanwhile are left out at once
+            due = [(b, m) for b, m in zip(batches, metas, strict=True) if self._new(b[0])]
+        else:
+            due = list(zip(batches, metas, strict=True))
+        decisions = [self._decision(b, m) for b, m in due]
+        results = commands.together(self.app, decisions) if len(decisions) > 1 else None
+        failures: list[tuple[tuple[Action, ...], Exception]] = []
+        creates: list[Action] = []
+        for i, (batch, _) in enumerate(due):
+            try:
+                if results is None:
+                    self.run_batch(batch, notification_ids.get((batch[0].config, batch[0].version)))
+                elif claims and results[i] is not None:
+                    creates.append(dataclasses.replace(batch[0], kind="create", name=results[i]))
+                elif not claims:
+                    self._ended(batch[0], results[i])
+            except (WriteConflict, DomainError, NotFound) as error:
+                failures.append((batch, error))
+        return failures + self._create_all(creates)
+
+    def _create_all(self, creates: Sequence[Action]) -> list[tuple[tuple[Action, ...], Exception]]:
+        """The creates of committed claims, each checked against the log first, their runtime rows
+        inserted together (one sync to disk) where the runtime can (LocalRuntime.batched)."""
+        ready: list[tuple[Action, int, list[str], dict[str, str]]] = []
+        failures: list[tuple[tuple[Action, ...], Exception]] = []
+        for a in creates:
+            try:
+                launch = self._launch(a)
+            except (DomainError, NotFound) as error:
+                failures.append(((a,), error))
+                continue
+            if launch is not None:
+                ready.append(launch)
+        batched = getattr(self.runtime, "batched", None) if len(ready) > 1 else None  # not in the model's runtime
+        with batched() if batched is not None else contextlib.nullcontext():
+            for launch in ready:
+                self._runtime_create(*launch)
+        return failures
+
+    def _new(self, a: Action) -> bool:
+        try:
+            return commands.is_new(self.app, a.config, a.version)
+        except NotFound:
+            return False
+
+    def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decision:
+        a = batch[0]
+        if a.kind == "claim":
+            return commands.claim_decision(self.app, a.config, a.version, self.claimant, meta)
+        return commands.report_decision(self.app, a.config, a.version, self._change(batch, meta), meta)
+
+    def _change(self, batch: Sequence[Action], meta: dict[str, Any]) -> commands.Report:
+        changes = [self._reported(a, meta) for a in batch]
+        # Each report checks the deployment as the ones before it left it; all of them are applied.
+        return lambda d: any([change(d) for change in changes])
 
     # -- actions -------------------------------------------------------------
 
@@ -42,35 +132,50 @@ class Executor:
             self._create(dataclasses.replace(a, kind="create", name=step), meta)
 
     def _create(self, a: Action, meta: dict[str, Any]) -> None:
-        """Create only for a committed claim, re-read from the log; the runtime refuses a used name."""
+        """Create only for a committed claim, re-read from the log; the runtime refuses a used name.
+
+        DeployerCreated is appended by a later pass, from the runtime's row, together with
+        whatever else that row then shows (started, exited): usually one append for all three.
+        """
+        launch = self._launch(a)
+        if launch is not None:
+            self._runtime_create(*launch)
+
+    def _launch(self, a: Action) -> tuple[Action, int, list[str], dict[str, str]] | None:
+        """What to create for `a`, if the log says it is the current, uncreated step of our claim."""
         deployment = commands.current_step(self.app, a.config, a.version, a.name, self.claimant)  # type: ignore[arg-type]
         if deployment is None:
-            return
+            return None
         argv, env = launch_spec(deployment, os.environ)
-        # DeployerExists: created before (by us before a crash, or by a twin controller): only record it.
+        return a, deployment.attempt, argv, env
+
+    def _runtime_create(self, a: Action, attempt: int, argv: list[str], env: dict[str, str]) -> None:
+        # DeployerExists: created before (by us before a crash, or by a twin controller): reported all the same.
         with contextlib.suppress(DeployerExists):
             self.runtime.create(
                 a.name,  # type: ignore[arg-type]
                 config=a.config,
                 revision=a.version,
-                attempt=deployment.attempt,
+                attempt=attempt,
                 argv=argv,
                 env=env,
                 cwd=self.cwd,
             )
-        self._record_created(a, meta)
+            self._created[a.name] = time.monotonic()  # type: ignore[index]
 
-    def _record_created(self, a: Action, meta: dict[str, Any]) -> None:
-        self._report(a, lambda d: d.report_created(a.name, f"local:{a.name}", meta), meta)  # type: ignore[arg-type]
-
-    def _record_started(self, a: Action, meta: dict[str, Any]) -> None:
-        self._report(a, lambda d: d.report_started(a.name, meta), meta)  # type: ignore[arg-type]
-
-    def _record_exit(self, a: Action, meta: dict[str, Any]) -> None:
-        self._report(a, lambda d: d.report_exited(a.name, a.exit_code, a.reason, meta), meta)  # type: ignore[arg-type]
-
-    def _record_lost(self, a: Action, meta: dict[str, Any]) -> None:
-        self._report(a, lambda d: d.report_lost(a.name, a.reason or "gone", meta), meta)  # type: ignore[arg-type]
+    @staticmethod
+    def _reported(a: Action, meta: dict[str, Any]) -> commands.Report:
+        """The change that records report `a`; False when the deployment has moved past it (stale)."""
+        name: str = a.name  # type: ignore[assignment]
+        if a.kind == "record_created":
+            return lambda d: d.report_created(name, f"local:{name}", meta)
+        if a.kind == "record_started":
+            return lambda d: d.report_started(name, meta)
+        if a.kind == "record_exit":
+            return lambda d: d.report_exited(name, a.exit_code, a.reason, meta)  # type: ignore[arg-type]
+        if a.kind == "record_lost":
+            return lambda d: d.report_lost(name, a.reason or "gone", meta)
+        raise ValueError(f"not a report: {a.kind}")
 
     def _stop(self, a: Action, meta: dict[str, Any]) -> None:
         self._end_attempt(a, lambda d: d.is_open and d.cancel_requested, lambda d: d.confirm_cancelled(meta), meta)
@@ -116,7 +221,9 @@ class Executor:
             self.runtime.stop(a.name, reason=a.reason or "stopped")
 
     def _report(self, a: Action, change: commands.Report, meta: dict[str, Any]) -> None:
-        changed = commands.report(self.app, a.config, a.version, change, meta)
+        self._ended(a, commands.report(self.app, a.config, a.version, change, meta))
+
+    def _ended(self, a: Action, changed: Deployment | None) -> None:
         if changed is not None and changed.is_terminal:
             self.ended.add(a.config)  # the pass that ends a deployment prunes (history limit)
 

@@ -14,17 +14,26 @@ from typing import Any
 from eventsourcing.persistence import PersistenceError
 
 from adapters.application import WriteConflict
+from adapters.controller import commands
 from adapters.controller.executor import Executor
-from adapters.controller.plan import plan
+from adapters.controller.plan import REPORTS, TWIN_GRACE, Action, Split, batches, plan
+from adapters.controller.twins import Twins
+from adapters.controller.watch import Watch
 from adapters.home import Home
 from adapters.leases import Leases
-from adapters.runtime.local import LocalRuntime
+from adapters.runtime.local import LocalRuntime, Observed
+from domain import ids
 from domain.errors import DomainError, NotFound
 from projections.store import BY_NAME
 
 TRANSIENT = (PersistenceError, sqlite3.OperationalError)
+OBSERVE_EVERY_S = 0.05
 OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, version"
 Log = Callable[[str], None]
+
+
+def _kinds(batch: tuple[Action, ...]) -> str:
+    return "+".join(a.kind for a in batch)
 
 
 def claimant_id(home: Home) -> str:
@@ -56,27 +65,60 @@ class Controller:
         self.leases = Leases(app)
         self.log = log or (lambda _: None)
         self.stopping = threading.Event()
+        self.twins: Twins | None = None  # the long-running controllers of this home, once run() runs
+        self._waiting: dict[tuple[str, int], float] = {}  # New deployments: when this one first saw them
+        # Looking for shims that vanished (runtime.observe) costs a look at every active deployer:
+        # a running controller does it at most this often, a single pass always.
+        self.observe_every = 0.0
+        self._observed_at = float("-inf")
 
     def reconcile(self) -> tuple[int, int]:
         """One pass; returns (open deployments seen, actions taken)."""
         self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
         rows = list(self.projections.db("desired").query(OPEN_ROWS))
-        self.runtime.observe()
+        if time.monotonic() - self._observed_at >= self.observe_every:
+            self.runtime.observe()
+            self._observed_at = time.monotonic()
         observed = {r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"]}
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
         expired = frozenset(self.leases.expired() - {self.claimant})
-        actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
-        for action in actions:
-            if self.stopping.is_set() and action.kind in ("claim", "create"):
+        actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired, self._split(rows))
+        planned = batches(actions)
+        claims = [b for b in planned if b[0].kind == "claim"]
+        reports = [b for b in planned if b[0].kind in REPORTS]
+        rest = [b for b in planned if b[0].kind != "claim" and b[0].kind not in REPORTS]
+        # Claims first (their deployers start at once), then reports: each group is one append.
+        for group in (claims, reports):
+            if group is claims and self.stopping.is_set():
+                continue
+            for batch in group:
+                self._narrate(batch)
+            for batch, error in self.executor.run_group(group, by_stream):
+                self.log(f"skipped {_kinds(batch)}: {error}")
+        for batch in rest:
+            if self.stopping.is_set() and batch[0].kind == "create":
                 break
-            self.log(f"{action.kind} {action.name or ''} ({action.config} v{action.version} attempt {action.attempt})")
+            self._narrate(batch)
             try:
-                self.executor.run(action, by_stream.get((action.config, action.version)))
+                self.executor.run_batch(batch, by_stream.get((batch[0].config, batch[0].version)))
             except (WriteConflict, DomainError, NotFound) as error:
-                self.log(f"skipped {action.kind}: {error}")
+                self.log(f"skipped {_kinds(batch)}: {error}")
         self._prune()
         return len(rows), len(actions)
+
+    def _narrate(self, batch: tuple[Action, ...]) -> None:
+        first = batch[0]
+        self.log(f"{_kinds(batch)} {first.name or ''} ({first.config} v{first.version} attempt {first.attempt})")
+
+    def _split(self, rows: list[dict[str, Any]]) -> Split:
+        """This controller's share of the work among its twins (plan.Split)."""
+        now, grace = time.monotonic(), TWIN_GRACE.total_seconds()
+        new = [(r["config"], r["version"]) for r in rows if r["phase"] == "New"]
+        self._waiting = {key: self._waiting.get(key, now) for key in new}
+        overdue = frozenset(key for key, since in self._waiting.items() if now - since >= grace)
+        rank, count = self.twins.share() if self.twins is not None else (0, 1)
+        return Split(rank, count, self.executor.created_within(grace), overdue)
 
     def _renew_lease(self) -> None:
         """Renew our lease in the log's database; beat for our shims only while it is fresh."""
@@ -86,12 +128,17 @@ class Controller:
 
     def _prune(self) -> None:
         """History limit: keep runtime records and logs of the last N versions of each ended config."""
-        for name in self.executor.ended:
+        if not self.executor.ended:
+            return
+        by_config: dict[str, list[Observed]] = {}
+        for row in self.runtime.list():
+            if row.config in self.executor.ended:
+                by_config.setdefault(row.config, []).append(row)
+        for name, rows in by_config.items():
             try:
-                limit = self.app.config(name).spec["history_limit"]
+                limit = commands.peek(self.app, ids.config_id(name)).spec["history_limit"]
             except NotFound:
                 continue
-            rows = [r for r in self.runtime.list() if r.config == name]
             keep = sorted({r.revision for r in rows}, reverse=True)[:limit]
             old = [r.name for r in rows if r.revision not in keep and r.state not in ("created", "running")]
             if old:
@@ -102,8 +149,28 @@ class Controller:
         """Loop until stopped (exit 0), idle with --until-idle (0), or past --timeout (1 if until-idle)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._handle_signals()
+        if not once:  # a single pass takes no share of the work, and needs no warming up
+            self.twins = Twins(self.runtime.folder / "controllers")
+            self.observe_every = min(interval, OBSERVE_EVERY_S)
+        try:
+            if not once:
+                self._warm_up()
+            watch = Watch(self.app, self.runtime, interval)
+            try:
+                return self._loop(once, until_idle, interval, deadline, watch)
+            finally:
+                watch.close()
+        finally:
+            if self.twins is not None:
+                self.twins.close()
+                self.twins = None
+
+    def _loop(self, once: bool, until_idle: bool, interval: float, deadline: float | None, watch: Watch) -> int:
         failures = 0
+        woke = False  # the last wait ended early, on a change
+        idle = 0  # passes in a row that such a change started, and that found nothing to do
         while True:
+            watch.mark()  # what changes from now on ends the next wait early
             try:
                 open_count, acted = self.reconcile()
                 failures = 0
@@ -118,8 +185,18 @@ class Controller:
                 return 0
             if deadline is not None and time.monotonic() >= deadline:
                 return 1 if until_idle else 0
+            idle = min(idle + 1, 16) if woke and not acted else 0
+            woke = False
             if not acted:
-                self.stopping.wait(interval)
+                # A new event or a deployer's news ends the wait early; changes that keep bringing
+                # nothing to do (a twin's work) are heeded less and less often, up to the interval.
+                woke = watch.wait(self.stopping, interval, settle=min(interval, watch.every * (2**idle - 1)))
+
+    def _warm_up(self) -> None:
+        """Pay before the first pass what the first create would: the fork server, pydantic."""
+        import domain.spec  # noqa: F401 - launch_spec validates every spec it starts
+
+        self.runtime.start_fork_server()
 
     def _handle_signals(self) -> None:
         def stop(signum: int, _: object) -> None:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from adapters.home import Home, private_dir, private_file
 from adapters.runtime import procs, shim
-from adapters.runtime.shim import connect, utc_now
+from adapters.runtime.shim import begin_immediate, connect, utc_now, writing
+from adapters.runtime.zygote import Forked, Zygote, ZygoteFailed
 
 SHIM = pathlib.Path(shim.__file__).resolve()
 ACTIVE = ("created", "running")
@@ -108,6 +109,9 @@ class LocalRuntime:
         self._db_path = self._dir / "runtime.db"
         self._lock = threading.RLock()
         self._shims: dict[int, subprocess.Popen[bytes]] = {}  # ours to reap
+        self._batch: list[str] | None = None  # names inserted by the open batched() transaction
+        beat = None if heartbeat_max_age is None else (str(self.heartbeat_path), heartbeat_max_age)
+        self._zygote = Zygote(str(self._db_path), beat, self._forked)  # started by the first spawn
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -150,8 +154,17 @@ class LocalRuntime:
         return self._execute(sql, (name,)).fetchone()
 
     @property
+    def folder(self) -> pathlib.Path:
+        """home/runtime: the runtime's table, its logs, and what else belongs to this host's controllers."""
+        return self._dir
+
+    @property
     def heartbeat_path(self) -> pathlib.Path:
         return self._dir / "heartbeat"
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (a shim, a twin controller) commits."""
+        return int(self._execute("PRAGMA data_version").fetchone()[0])
 
     def beat(self) -> None:
         """The controller proves it is alive to its shims (only a renewed lease may beat)."""
@@ -174,7 +187,11 @@ class LocalRuntime:
         env: dict[str, str],
         cwd: str,
     ) -> None:
-        """Insert the row (committed before anything runs), then start the shim."""
+        """Insert the row (committed before anything runs), then start the shim.
+
+        Inside batched(), the row joins the batch's transaction and the shim starts once it is
+        committed.
+        """
         if not argv:
             raise ValueError("a deployer needs a command")
         me = os.getpid()
@@ -191,17 +208,91 @@ class LocalRuntime:
             "log_path": str(self.log_path(name)),
             "created_at": utc_now(),
         }
-        with self._tx() as db:
-            try:
-                db.execute(_INSERT, row)
-            except sqlite3.IntegrityError:
-                raise DeployerExists(name) from None
+        with self._lock:
+            if self._batch is not None:
+                self._insert(self._db, row)
+                self._batch.append(name)
+                return
+            with writing(self._db) as db:
+                self._insert(db, row)
         self._spawn(name)
 
+    @staticmethod
+    def _insert(db: sqlite3.Connection, row: dict[str, object]) -> None:
+        try:
+            db.execute(_INSERT, row)
+        except sqlite3.IntegrityError:  # only this statement fails: a batch's transaction goes on
+            raise DeployerExists(str(row["name"])) from None
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """The creates made inside it insert their rows in one transaction, one sync to disk for all;
+        their shims start once it is committed. An error inside rolls every row back."""
+        with self._lock:
+            if self._batch is not None:  # nested: the outer batch commits
+                yield
+                return
+            self._batch = []
+            begin_immediate(self._db)
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                self._batch = None
+                raise
+            self._db.execute("COMMIT")
+            names, self._batch = self._batch, None
+        for name in names:
+            self._spawn(name)
+
     def _spawn(self, name: str) -> None:
+        """Start the detached shim: forked by the fork server, else as an interpreter of its own.
+
+        The fork server's answer is not waited for: its reader thread hands it to _forked.
+        """
+        self._reap()
+        log = self.log_path(name)
+        os.close(os.open(log, _LOG_FLAGS, 0o600))  # there, private, when create() returns
+        try:
+            self._zygote.request(name, str(log))
+        except ZygoteFailed:
+            self._start_shim(name)
+
+    def start_fork_server(self) -> bool:
+        """Start the shims' fork server ahead of the first create (a controller's warm-up)."""
+        return self._zygote.start()
+
+    def _forked(self, forked: Forked) -> None:
+        """The fork server's answer (on its reader thread): name the shim on its row, or start one."""
+        if forked.pid is None:
+            # Forked or not, unknown if the server died: a second shim for the row runs nothing (exclusive claim).
+            self._start_shim(forked.name)
+        else:
+            self._record_shim(forked.name, forked.pid, forked.start)
+
+    def _start_shim(self, name: str) -> None:
+        spawned = self._popen_shim(name)
+        if spawned is not None:
+            self._record_shim(name, *spawned)
+
+    def _record_shim(self, name: str, pid: int, start: int | None) -> None:
+        """Name the shim on its row, without waiting for the disk (synchronous NORMAL, WAL).
+
+        A process crash loses no commit in WAL mode; a power loss may lose this one, and
+        ends the shim with it: the row then has no shim, its creator is dead, and it is lost.
+        """
+        with self._lock:
+            synchronous = self._db.execute("PRAGMA synchronous").fetchone()[0]
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with writing(self._db) as db:
+                    db.execute(_SHIM_SPAWNED, (pid, start, name))
+            finally:
+                self._db.execute(f"PRAGMA synchronous = {int(synchronous)}")
+
+    def _popen_shim(self, name: str) -> tuple[int, int | None] | None:
         # Popen, not os.posix_spawn: glibc's posix_spawn leaves its internal signals
         # (32, 33) ignored in the child, and nothing can reset them after that.
-        self._reap()
         argv = [sys.executable, "-I", "-S", str(SHIM), str(self._db_path), name]
         if self._heartbeat is not None:
             argv += [str(self.heartbeat_path), str(self._heartbeat)]
@@ -215,19 +306,21 @@ class LocalRuntime:
                 start_new_session=True,
             )
         except OSError as exc:
-            self._execute(_LOST, (f"shim failed to start: {exc}", utc_now(), name))
-            return
+            # Lost only if no shim (a fork server's, whose answer was lost) has claimed the row.
+            self._execute(_LOST + " AND shim_pid IS NULL", (f"shim failed to start: {exc}", utc_now(), name))
+            return None
         finally:
             os.close(log)
-        self._shims[shim_proc.pid] = shim_proc
-        start = procs.start_time_of(shim_proc.pid)
-        self._execute(_SHIM_SPAWNED, (shim_proc.pid, start, name))
+        with self._lock:
+            self._shims[shim_proc.pid] = shim_proc
+        return shim_proc.pid, procs.start_time_of(shim_proc.pid)
 
     def _reap(self) -> None:
         """Collect shims this process started that have ended (they are our children)."""
-        for pid, shim_proc in list(self._shims.items()):
-            if shim_proc.poll() is not None:
-                del self._shims[pid]
+        with self._lock:
+            for pid, shim_proc in list(self._shims.items()):
+                if shim_proc.poll() is not None:
+                    del self._shims[pid]
 
     def tombstone(self, name: str, *, config: str, revision: int, attempt: int, reason: str) -> bool:
         """Insert-if-absent a 'stopped' row with no process: a racing create now fails."""
@@ -364,6 +457,7 @@ class LocalRuntime:
 
     def close(self) -> None:
         """Close the table; running shims are detached on purpose and keep going."""
+        self._zygote.close()
         self._reap()
         with warnings.catch_warnings():
             # subprocess reaps a dropped, still running child itself (its _active list).

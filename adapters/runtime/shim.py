@@ -11,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -26,7 +26,12 @@ _PR_SET_PDEATHSIG = 1
 _CANNOT_EXECUTE = 127
 _FORWARDED = (signal.SIGTERM, signal.SIGINT)
 
-_CLAIM = "UPDATE deployers SET shim_pid = ?, shim_start = ? WHERE name = ? AND state = 'created'"
+# Exclusive: a row names at most one shim (the one its spawner recorded, or the first to claim),
+# so a second shim started for the same row (a fork server's failure, then a fallback) runs nothing.
+_CLAIM = (
+    "UPDATE deployers SET shim_pid = :pid, shim_start = :start WHERE name = :name AND state = 'created'"
+    " AND (shim_pid IS NULL OR (shim_pid = :pid AND shim_start = :start))"
+)
 _RUNNING = (
     "UPDATE deployers SET state = 'running', pid = ?, pgid = ?, start_time = ?, started_at = ?"
     " WHERE name = ? AND state = 'created'"
@@ -59,6 +64,42 @@ def connect(path: str, *, check_same_thread: bool = True) -> sqlite3.Connection:
     return db
 
 
+def begin_immediate(db: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> None:
+    """BEGIN IMMEDIATE, tried again every fraction of a millisecond while another writer holds the lock.
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10... ms between tries: with a shim per deployer
+    writing to one table, those sleeps, not the writes, were what a create and a shim waited on.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.0001
+    busy_ms = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        while True:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay * (0.5 + time.perf_counter_ns() % 1000 / 1000))  # jittered, no `random` import
+            delay = min(delay * 2, 0.002)
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+
+
+@contextlib.contextmanager
+def writing(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction (BEGIN IMMEDIATE, see begin_immediate), rolled back on any error."""
+    begin_immediate(db)
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -78,14 +119,9 @@ def outcome(returncode: int) -> tuple[int, str | None]:
 def _claim(db: sqlite3.Connection, name: str) -> sqlite3.Row | None:
     """Record this shim on the row; None if the row is gone past 'created' (stopped first)."""
     me = os.getpid()
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        claimed = db.execute(_CLAIM, (me, procs.start_time_of(me), name)).rowcount == 1
+    with writing(db):
+        claimed = db.execute(_CLAIM, {"pid": me, "start": procs.start_time_of(me), "name": name}).rowcount == 1
         spec = db.execute("SELECT argv, env, cwd FROM deployers WHERE name = ?", (name,)).fetchone()
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
     return spec if claimed else None
 
 
@@ -110,16 +146,53 @@ class _Forwarder:
             procs.signal_group(pgid, signum)
 
 
+_prctl: Callable[..., int] | None = None
+
+
+def _libc_prctl() -> Callable[..., int]:
+    global _prctl
+    if _prctl is None:
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return _prctl
+
+
+def preload() -> None:
+    """Do once, before a fork server forks shims, what each shim would otherwise do itself."""
+    _libc_prctl()
+    utc_now()
+    outcome(-signal.SIGTERM)
+
+
+_KEPT = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ})
+
+
+@contextlib.contextmanager
+def _clean_slate() -> Iterator[None]:
+    """While the deployer is spawned: no ignored and no blocked signal, as both survive fork and exec.
+
+    Done in the shim around the spawn (its own handlers end at exec; SIGPIPE and SIGXFSZ, which
+    Python ignores, are restored in the child by subprocess), so that the child runs no Python
+    but for PR_SET_PDEATHSIG; the shim's own dispositions and mask are restored afterwards.
+    """
+    ignored = []
+    for sig in signal.valid_signals() - _KEPT:
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+                ignored.append(sig)
+    mask = signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def _child_setup(shim_pid: int) -> Callable[[], None]:
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    catchable = sorted(signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP})
+    prctl = _libc_prctl()
 
     def setup() -> None:
-        # SIG_IGN and the blocked mask survive exec: give the deployer a clean slate.
-        for sig in catchable:
-            with contextlib.suppress(OSError, ValueError):
-                signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != shim_pid:  # the shim died before prctl took effect
             os._exit(128 + signal.SIGKILL)
@@ -128,40 +201,48 @@ def _child_setup(shim_pid: int) -> Callable[[], None]:
 
 
 def _spawn(spec: sqlite3.Row) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        json.loads(spec["argv"]),
-        env=json.loads(spec["env"]),
-        cwd=spec["cwd"],
-        stdin=subprocess.DEVNULL,
-        process_group=0,
-        preexec_fn=_child_setup(os.getpid()),  # safe here: the shim has a single thread
-    )
+    with _clean_slate():
+        return subprocess.Popen(
+            json.loads(spec["argv"]),
+            env=json.loads(spec["env"]),
+            cwd=spec["cwd"],
+            stdin=subprocess.DEVNULL,
+            process_group=0,
+            preexec_fn=_child_setup(os.getpid()),  # safe here: the shim has a single thread
+        )
 
 
 def _record_unexecutable(db: sqlite3.Connection, name: str, exc: Exception) -> None:
     detail = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) else str(exc)
     reason = f"cannot execute: {detail}"
     print(f"rollouts shim: {name}: {reason}", file=sys.stderr, flush=True)
-    db.execute(_UNEXECUTABLE, (_CANNOT_EXECUTE, reason, utc_now(), name))
+    with writing(db):
+        db.execute(_UNEXECUTABLE, (_CANNOT_EXECUTE, reason, utc_now(), name))
 
 
 def _record_running(db: sqlite3.Connection, name: str, child: subprocess.Popen[bytes]) -> bool:
     start = procs.start_time_of(child.pid)
     row = (child.pid, child.pid, start, utc_now(), name)
-    return db.execute(_RUNNING, row).rowcount == 1
+    with writing(db):
+        return db.execute(_RUNNING, row).rowcount == 1
 
 
 def _record_exit(db: sqlite3.Connection, name: str, returncode: int) -> None:
     code, reason = outcome(returncode)
     now = utc_now()
-    if db.execute(_EXITED, (code, reason, now, name)).rowcount == 0:
-        db.execute(_EXITED_AFTER_STOP, (code, now, name))
+    with writing(db):
+        if db.execute(_EXITED, (code, reason, now, name)).rowcount == 0:
+            db.execute(_EXITED_AFTER_STOP, (code, now, name))
 
 
 def run(db_path: str, name: str, heartbeat: tuple[str, float] | None = None) -> int:
     """Run deployer `name` to its end; every outcome is written to the row, never raised."""
     forwarder = _Forwarder()
     db = connect(db_path)
+    # This shim's writes need not survive a power loss, which ends its deployer too: each row it
+    # touches was inserted durably (synchronous FULL) before it started, and a row left 'created'
+    # or 'running' by a dead shim ends as lost. A process crash loses no commit in WAL mode.
+    db.execute("PRAGMA synchronous = NORMAL")
     spec = _claim(db, name)
     if spec is None:
         return 0
@@ -198,7 +279,8 @@ def _wait_while_fresh(
             age = float("inf")
         if age > max_age:
             reason = f"controller heartbeat {age:.1f}s old (limit {max_age:.1f}s): deployer stopped"
-            db.execute(_LOST_HEARTBEAT, (reason, utc_now(), name))
+            with writing(db):
+                db.execute(_LOST_HEARTBEAT, (reason, utc_now(), name))
             procs.signal_group(child.pid, signal.SIGKILL)
             return child.wait()
 

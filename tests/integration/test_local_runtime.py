@@ -23,6 +23,7 @@ from adapters.runtime.local import (
     NoSuchDeployer,
     Observed,
 )
+from adapters.runtime.zygote import Zygote
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NAME = "app-1-deploy-1"
@@ -173,6 +174,9 @@ def test_stop_ends_a_running_deployer_as_stopped_and_the_shim_does_not_overwrite
     create(runtime, [*SLEEP_FOREVER, str(tmp_path / "pids")])
     pid, _ = pids_of(tmp_path / "pids")
     start = procs.start_time_of(pid)
+    # The deployer can write its pids before its shim records it running; stopped before that,
+    # the shim kills it itself (SIGKILL, 137): wait for 'running' to test the SIGTERM path.
+    wait_for(lambda: row_of(runtime).state == "running")
     runtime.stop(NAME, reason="cancelled", grace=2)
     row = row_of(runtime)
     assert (row.state, row.reason, row.exit_code) == ("stopped", "cancelled", 143)
@@ -185,6 +189,7 @@ def test_stop_kills_a_deployer_that_ignores_sigterm_once_the_grace_is_over(
 ) -> None:
     create(runtime, ["sh", "-c", 'trap "" TERM; echo up; sleep 30'])
     wait_for(lambda: runtime.log_path(NAME).read_text())
+    wait_for(lambda: row_of(runtime).state == "running")  # stopped before, its shim would SIGKILL it at once
     began = time.monotonic()
     runtime.stop(NAME, reason="timeout", grace=0.3)
     assert 0.3 <= time.monotonic() - began < 3
@@ -368,6 +373,177 @@ def test_runtime_files_are_private_and_active_uses_the_state_index(home: pathlib
     with sqlite3.connect(folder / "runtime.db") as db:
         plan = db.execute("EXPLAIN QUERY PLAN SELECT * FROM deployers WHERE state IN ('created', 'running')").fetchall()
     assert "deployers_state" in str(plan)
+
+
+# -- the fork server and the shim's claim ---------------------------------------------
+
+
+def parent_of(pid: int) -> int:
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def test_the_fork_server_starts_a_detached_shim_that_outlives_it(home: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    rt = LocalRuntime(home)
+    create(rt, [*SLEEP_FOREVER, str(tmp_path / "pids")])
+    pid, shim = pids_of(tmp_path / "pids")
+    pid_start, shim_start = procs.start_time_of(pid), procs.start_time_of(shim)
+    server = rt._zygote.pid
+    assert server is not None and parent_of(shim) == server
+    assert os.getsid(shim) == shim  # a session of its own, as Popen(start_new_session=True) makes
+    assert (os.getpgid(pid), os.getsid(pid)) == (pid, shim)  # the deployer: its own group, in the shim's session
+    rt.close()  # the server sees its request pipe close, ends, and is reaped
+    assert not pathlib.Path(f"/proc/{server}").exists()
+    assert procs.is_alive(shim, shim_start) and procs.is_alive(pid, pid_start)
+    again = LocalRuntime(home)
+    assert row_of(again).state == "running"
+    again.stop(NAME, reason="test over", grace=0)
+    assert not procs.is_alive(pid, pid_start)
+    wait_for(lambda: not procs.is_alive(shim, shim_start))
+    again.close()
+
+
+def test_shims_forked_by_the_server_are_reaped_while_it_lives(runtime: LocalRuntime) -> None:
+    create(runtime, ["true"])
+    ended(runtime)
+    server = runtime._zygote.pid
+    assert server is not None
+    children = pathlib.Path(f"/proc/{server}/task/{server}/children")
+    wait_for(lambda: children.read_text().strip() == "", timeout=5)  # no zombie left behind
+
+
+def test_two_shims_started_for_one_row_run_its_deployer_once(
+    runtime: LocalRuntime, home: pathlib.Path, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "runs"
+    monkeypatch.setattr(runtime, "_spawn", lambda name: None)
+    create(runtime, ["sh", "-c", 'echo run >> "$0"', str(out)])
+    db = home / "runtime" / "runtime.db"
+    shims = [subprocess.Popen([sys.executable, "-I", "-S", str(SHIM), str(db), NAME]) for _ in range(3)]
+    assert [s.wait(timeout=30) for s in shims] == [0, 0, 0]
+    assert ended(runtime).exit_code == 0
+    assert out.read_text() == "run\n"
+
+
+def test_a_shim_that_its_row_does_not_name_runs_nothing(
+    runtime: LocalRuntime, home: pathlib.Path, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(runtime, "_spawn", lambda name: None)
+    create(runtime, ["touch", str(marker)])
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        runtime._record_shim(NAME, other.pid, procs.start_time_of(other.pid))  # the spawner named another shim
+        db = home / "runtime" / "runtime.db"
+        subprocess.run([sys.executable, "-I", "-S", str(SHIM), str(db), NAME], check=True, timeout=10)
+        assert not marker.exists()
+        assert row_of(runtime).state == "created"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_without_a_fork_server_the_shim_starts_as_an_interpreter_of_its_own(
+    runtime: LocalRuntime, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = Zygote(str(tmp_path / "unused.db"), None, runtime._forked)
+    monkeypatch.setattr(broken, "_argv", [str(tmp_path / "no-such-python")])
+    monkeypatch.setattr(runtime, "_zygote", broken)
+    create(runtime, [*SLEEP_FOREVER, str(tmp_path / "pids")])
+    _, shim = pids_of(tmp_path / "pids")
+    assert parent_of(shim) == os.getpid()
+    assert str(SHIM).encode() in pathlib.Path(f"/proc/{shim}/cmdline").read_bytes()
+    wait_for(lambda: row_of(runtime).state == "running")
+
+
+def test_a_fork_server_that_died_is_started_again(runtime: LocalRuntime, tmp_path: pathlib.Path) -> None:
+    create(runtime, ["true"])
+    ended(runtime)
+    first = runtime._zygote.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: runtime._zygote._proc is not None and runtime._zygote._proc.poll() is not None)
+    out = tmp_path / "out"
+    second = "app-2-deploy-1"
+    runtime.create(
+        second, config="app", revision=2, attempt=1, argv=["sh", "-c", 'echo ran > "$0"', str(out)], env=ENV, cwd="/"
+    )
+    wait_for(lambda: (row := runtime.get(second)) is not None and row.state == "exited")
+    assert out.read_text() == "ran\n"
+    assert runtime._zygote.pid not in (None, first)
+
+
+def test_requests_a_dying_fork_server_left_unanswered_get_shims_of_their_own(
+    runtime: LocalRuntime, tmp_path: pathlib.Path
+) -> None:
+    create(runtime, ["true"])
+    ended(runtime)
+    server = runtime._zygote.pid
+    assert server is not None
+    os.kill(server, signal.SIGSTOP)  # it takes no request from now on
+    names = ["app-2-deploy-1", "app-3-deploy-1"]
+    for revision, name in enumerate(names, start=2):
+        argv = ["sh", "-c", 'echo run >> "$0"', str(tmp_path / name)]
+        runtime.create(name, config="app", revision=revision, attempt=1, argv=argv, env=ENV, cwd="/")
+    os.kill(server, signal.SIGKILL)
+    for name in names:
+        wait_for(lambda name=name: (row := runtime.get(name)) is not None and row.state == "exited")
+        assert (tmp_path / name).read_text() == "run\n"
+
+
+def test_creates_in_a_batch_commit_together_before_any_of_their_shims_starts(
+    runtime: LocalRuntime, home: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    names = ["app-1-deploy-1", "app-2-deploy-1", "app-3-deploy-1"]
+    db = sqlite3.connect(home / "runtime" / "runtime.db")
+    with runtime.batched():
+        for revision, name in enumerate(names, start=1):
+            argv = ["sh", "-c", 'echo run >> "$0"', str(tmp_path / name)]
+            runtime.create(name, config="app", revision=revision, attempt=1, argv=argv, env=ENV, cwd="/")
+        with pytest.raises(DeployerExists):  # refused alone: the batch goes on
+            runtime.create(names[0], config="app", revision=1, attempt=1, argv=["true"], env=ENV, cwd="/")
+        assert db.execute("SELECT count(*) FROM deployers").fetchone()[0] == 0  # not committed yet
+        time.sleep(0.2)
+        assert not any((tmp_path / name).exists() for name in names)  # nothing started
+    db.close()
+    for name in names:
+        wait_for(lambda name=name: (row := runtime.get(name)) is not None and row.state == "exited")
+        assert (tmp_path / name).read_text() == "run\n"
+
+
+def test_an_error_in_a_batch_rolls_its_creates_back_and_starts_nothing(
+    runtime: LocalRuntime, tmp_path: pathlib.Path
+) -> None:
+    marker = tmp_path / "ran"
+    with pytest.raises(RuntimeError), runtime.batched():
+        create(runtime, ["touch", str(marker)])
+        raise RuntimeError("the pass failed")
+    time.sleep(0.2)
+    assert runtime.get(NAME) is None and not marker.exists()
+    create(runtime, ["touch", str(marker)])  # the name never existed: it can be created now
+    assert ended(runtime).exit_code == 0 and marker.exists()
+
+
+def test_a_shim_kills_its_deployer_once_the_controllers_heartbeat_is_too_old(
+    home: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    rt = LocalRuntime(home, heartbeat_max_age=0.3)
+    rt.beat()
+    create(rt, [*SLEEP_FOREVER, str(tmp_path / "pids")])
+    pid, _ = pids_of(tmp_path / "pids")
+    start = procs.start_time_of(pid)
+    row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
+    assert "heartbeat" in (row.reason or "")
+    wait_for(lambda: not procs.is_alive(pid, start))
+    rt.close()
+
+
+def test_data_version_changes_when_a_shim_commits(runtime: LocalRuntime) -> None:
+    before = runtime.data_version()
+    runtime.tombstone(NAME, config="app", revision=1, attempt=1, reason="ours")
+    assert runtime.data_version() == before  # its own commits do not count
+    runtime.create("app-2-deploy-1", config="app", revision=2, attempt=1, argv=["true"], env=ENV, cwd="/")
+    wait_for(lambda: runtime.data_version() != before)
 
 
 def python_env() -> dict[str, str]:

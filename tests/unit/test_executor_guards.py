@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from eventsourcing.persistence import IntegrityError
 
 from adapters.application import new_meta
 from adapters.controller import commands
@@ -79,7 +81,8 @@ def step_of(app: Any) -> dict[str, Any] | None:
 # -- the create guard ---------------------------------------------------------------
 
 
-def test_create_runs_the_current_step_of_a_committed_claim_and_records_it(app: Any, tmp_path: Path) -> None:
+def test_create_runs_the_current_step_of_a_committed_claim_and_appends_nothing(app: Any, tmp_path: Path) -> None:
+    """DeployerCreated comes from a later pass's report, from the runtime's row (batched with others)."""
     claimed(app, spec=Spec(command=["deploy.sh", "--now"], env={"K": "v"}))
     runtime = FakeRuntime()
     before = head(app)
@@ -93,7 +96,7 @@ def test_create_runs_the_current_step_of_a_committed_claim_and_records_it(app: A
     )
     assert call["env"]["K"] == "v"
     assert call["env"]["ROLLOUT_DEPLOYER"] == DEPLOYER
-    assert types_after(app, before) == ["DeployerCreated"]
+    assert head(app) == before
 
 
 def test_create_is_skipped_for_the_name_of_an_attempt_the_log_has_retried(app: Any) -> None:
@@ -159,23 +162,94 @@ def test_create_is_skipped_when_the_log_says_the_step_is_already_created(app: An
     assert head(app) == before
 
 
-def test_a_second_create_of_the_same_step_does_not_reach_the_runtime(app: Any) -> None:
+def test_a_second_create_before_the_report_is_refused_by_the_runtime_and_appends_nothing(app: Any) -> None:
+    """Until a later pass reports DeployerCreated, the runtime's insert-if-absent is what refuses it."""
     claimed(app)
     runtime = FakeRuntime()
     create(app, runtime)
+    runtime.exists = True  # as LocalRuntime answers for a name it has
+    before = head(app)
+    create(app, runtime)
+    assert [c["name"] for c in runtime.created] == [DEPLOYER, DEPLOYER]
+    assert head(app) == before
+
+
+def test_a_second_create_after_the_report_does_not_reach_the_runtime(app: Any) -> None:
+    claimed(app)
+    runtime = FakeRuntime()
+    create(app, runtime)
+    report(app, Action("record_created", "app", 1, 1, name=DEPLOYER))
     create(app, runtime)
     assert [c["name"] for c in runtime.created] == [DEPLOYER]
 
 
-def test_a_name_the_runtime_already_has_is_only_recorded_as_created(app: Any) -> None:
+def test_a_name_the_runtime_already_has_is_not_an_error_and_appends_nothing(app: Any) -> None:
     claimed(app)
     runtime = FakeRuntime(exists=True)
     before = head(app)
     create(app, runtime)
     assert [c["name"] for c in runtime.created] == [DEPLOYER]
-    assert types_after(app, before) == ["DeployerCreated"]
+    assert head(app) == before
     deployment = app.deployment(app.config("app"), 1)
-    assert (deployment.phase, deployment.step["created"]) == ("Pending", True)  # type: ignore[index]
+    assert (deployment.phase, deployment.step["created"]) == ("Pending", False)  # type: ignore[index]
+
+
+# -- reports --------------------------------------------------------------------------
+
+
+def report(app: Any, *batch: Action) -> None:
+    Executor(app, FakeRuntime(), ME, "tester@test", "/").run_batch(batch)
+
+
+def test_created_started_and_exited_seen_in_one_pass_are_one_append(app: Any) -> None:
+    claimed(app)
+    before = head(app)
+    report(
+        app,
+        Action("record_created", "app", 1, 1, name=DEPLOYER),
+        Action("record_started", "app", 1, 1, name=DEPLOYER),
+        Action("record_exit", "app", 1, 1, name=DEPLOYER, exit_code=0),
+    )
+    appended = app.recorder.select_notifications(before + 1, 100)
+    # In the order three separate reports would have appended them (the slot's release with the last).
+    assert [n.topic.rsplit(".", 1)[-1] for n in appended] == [
+        "DeployerCreated",
+        "DeployerStarted",
+        "RolloutEnded",
+        "DeployerSucceeded",
+    ]
+    assert len({n.originator_id for n in appended}) == 2  # the deployment and its config, in one save
+    assert app.deployment(app.config("app"), 1).phase == "Complete"
+
+
+def test_a_batch_records_what_is_not_stale_and_skips_what_is(app: Any) -> None:
+    claimed(app)
+    report(app, Action("record_created", "app", 1, 1, name=DEPLOYER))
+    before = head(app)
+    report(
+        app,
+        Action("record_created", "app", 1, 1, name=DEPLOYER),  # already recorded: stale
+        Action("record_started", "app", 1, 1, name=DEPLOYER),
+    )
+    assert types_after(app, before) == ["DeployerStarted"]
+
+
+def test_a_batch_about_a_step_the_log_has_moved_past_appends_nothing(app: Any) -> None:
+    claimed(app)
+    commands.report(app, "app", 1, lambda d: d.report_lost(DEPLOYER, "gone", meta()), meta())
+    before = head(app)
+    report(
+        app,
+        Action("record_created", "app", 1, 1, name=DEPLOYER),
+        Action("record_exit", "app", 1, 1, name=DEPLOYER, exit_code=0),
+    )
+    assert head(app) == before
+    assert app.deployment(app.config("app"), 1).phase == "Failed"
+
+
+def test_only_reports_are_batched(app: Any) -> None:
+    with pytest.raises(ValueError, match="only reports"):
+        report(app, Action("create", "app", 1, 1, name=DEPLOYER), Action("record_created", "app", 1, 1, name=DEPLOYER))
 
 
 # -- the claim ------------------------------------------------------------------------
@@ -198,11 +272,15 @@ def test_a_claim_action_creates_the_first_step_at_once_through_the_create_guard(
     triggered(app)
     runtime = FakeRuntime()
     before = head(app)
+
+    def create_after_the_claim(name: str, **details: Any) -> None:
+        assert sorted(types_after(app, before)) == ["DeployerClaimed", "SlotClaimed"]  # committed first
+        FakeRuntime.create(runtime, name, **details)
+
+    runtime.create = create_after_the_claim  # type: ignore[method-assign]
     Executor(app, runtime, ME, "tester@test", "/").run(Action("claim", "app", 1, 1))
     assert [c["name"] for c in runtime.created] == [DEPLOYER]
-    appended = types_after(app, before)
-    assert sorted(appended) == ["DeployerClaimed", "DeployerCreated", "SlotClaimed"]
-    assert appended[-1] == "DeployerCreated"  # the create follows the committed claim
+    assert sorted(types_after(app, before)) == ["DeployerClaimed", "SlotClaimed"]
 
 
 def test_a_refused_claim_action_creates_nothing(app: Any) -> None:
@@ -231,3 +309,118 @@ def test_claim_of_a_revision_already_claimed_is_refused_and_appends_nothing(app:
     assert commands.claim(app, "app", 1, claimant, meta()) is None
     assert head(app) == before
     assert app.deployment(app.config("app"), 1).claimant == ME
+
+
+# -- a pass's claims and reports, each group in one append ------------------------------
+
+
+def two_configs(app: Any) -> None:
+    for name in ("app", "web"):
+        app.create_config(name, Spec(command=["true"]), meta())
+        app.latest(name, None, False, meta())
+
+
+def counting_saves(app: Any, monkeypatch: pytest.MonkeyPatch, fail_first: bool = False) -> list[int]:
+    """Wrap app.save: the number of objects (aggregates, events) of each call; the first fails if asked."""
+    calls: list[int] = []
+    real = app.save
+
+    def save(*aggregates: Any, **kwargs: Any) -> Any:
+        calls.append(len(aggregates))
+        if fail_first and len(calls) == 1:
+            raise IntegrityError("a rival wrote first")
+        return real(*aggregates, **kwargs)
+
+    monkeypatch.setattr(app, "save", save)
+    return calls
+
+
+def claims_of(*configs: str) -> list[tuple[Action, ...]]:
+    return [(Action("claim", config, 1, 1),) for config in configs]
+
+
+def test_the_claims_of_a_pass_are_one_append_and_each_step_is_created_after_it(
+    app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_configs(app)
+    runtime = FakeRuntime()
+    saves = counting_saves(app, monkeypatch)
+    failures = Executor(app, runtime, ME, "tester@test", "/").run_group(claims_of("app", "web"), {})
+    assert failures == []
+    assert saves == [4]  # two configs and two deployments, in one save
+    assert sorted(c["name"] for c in runtime.created) == ["app-1-deploy-1", "web-1-deploy-1"]
+    assert {app.deployment(app.config(n), 1).claimant for n in ("app", "web")} == {ME}
+
+
+def test_a_claim_taken_meanwhile_is_left_out_of_the_group(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_configs(app)
+    assert commands.claim(app, "web", 1, OTHER, meta()) is not None  # a twin was first
+    runtime = FakeRuntime()
+    saves = counting_saves(app, monkeypatch)
+    Executor(app, runtime, ME, "tester@test", "/").run_group(claims_of("app", "web"), {})
+    assert [c["name"] for c in runtime.created] == ["app-1-deploy-1"]
+    assert saves == [2]
+    assert app.deployment(app.config("web"), 1).claimant == OTHER
+
+
+def test_a_group_whose_append_conflicts_is_decided_again_each_alone(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_configs(app)
+    runtime = FakeRuntime()
+    before = head(app)
+    saves = counting_saves(app, monkeypatch, fail_first=True)
+    assert Executor(app, runtime, ME, "tester@test", "/").run_group(claims_of("app", "web"), {}) == []
+    assert saves == [4, 2, 2]  # the group failed whole; then each claim alone
+    assert sorted(types_after(app, before)) == ["DeployerClaimed"] * 2 + ["SlotClaimed"] * 2
+    assert sorted(c["name"] for c in runtime.created) == ["app-1-deploy-1", "web-1-deploy-1"]
+
+
+def test_the_reports_of_a_pass_are_one_append(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_configs(app)
+    for name in ("app", "web"):
+        assert commands.claim(app, name, 1, ME, meta()) is not None
+    saves = counting_saves(app, monkeypatch)
+    group = [
+        (
+            Action("record_created", name, 1, 1, name=f"{name}-1-deploy-1"),
+            Action("record_exit", name, 1, 1, name=f"{name}-1-deploy-1", exit_code=0),
+        )
+        for name in ("app", "web")
+    ]
+    executor = Executor(app, FakeRuntime(), ME, "tester@test", "/")
+    assert executor.run_group(group, {}) == []
+    assert len(saves) == 1
+    assert {app.deployment(app.config(n), 1).phase for n in ("app", "web")} == {"Complete"}
+    assert executor.ended == {"app", "web"}
+
+
+def test_other_actions_are_not_decided_together(app: Any) -> None:
+    with pytest.raises(ValueError, match="together"):
+        Executor(app, FakeRuntime(), ME, "tester@test", "/").run_group([(Action("stop", "app", 1, 1),)], {})
+
+
+class BatchingRuntime(FakeRuntime):
+    """Records which creates happened inside its batched() (one transaction in LocalRuntime)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+        self._open: list[str] | None = None
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        self._open = []
+        yield
+        self.batches.append(self._open)
+        self._open = None
+
+    def create(self, name: str, **details: Any) -> None:
+        super().create(name, **details)
+        if self._open is not None:
+            self._open.append(name)
+
+
+def test_the_creates_of_a_pass_claims_share_one_runtime_batch(app: Any) -> None:
+    two_configs(app)
+    runtime = BatchingRuntime()
+    Executor(app, runtime, ME, "tester@test", "/").run_group(claims_of("app", "web"), {})
+    assert [sorted(batch) for batch in runtime.batches] == [["app-1-deploy-1", "web-1-deploy-1"]]

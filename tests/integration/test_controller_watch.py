@@ -1,0 +1,105 @@
+"""The controller's early wake-up: a commit to the log or to the runtime's table ends its wait."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.application import new_meta
+from adapters.controller import watch as watch_module
+from adapters.controller.watch import Watch
+from adapters.eventstore import open_app
+from adapters.home import Home
+from adapters.runtime.local import LocalRuntime
+from domain.spec import Spec
+
+
+@pytest.fixture(params=["inotify", "polling"])
+def parts(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Any, LocalRuntime, Watch]]:
+    if request.param == "polling":  # where inotify cannot be had: data_version is polled
+        monkeypatch.setattr(watch_module._Inotify, "of", classmethod(lambda cls, databases: None))
+    home = Home(tmp_path / "home").ensure()
+    app = open_app(home, None)
+    runtime = LocalRuntime(home.path)
+    watch = Watch(app, runtime, interval=10.0)
+    assert (watch._files is not None) == (request.param == "inotify")
+    watch.mark()
+    yield app, runtime, watch
+    watch.close()
+    runtime.close()
+    app.close()
+
+
+def waited(
+    watch: Watch, seconds: float, meanwhile: Callable[[], None] | None = None, settle: float = 0.0
+) -> tuple[float, bool]:
+    """How long watch.wait(seconds) took and what it said, with `meanwhile` run 0.1 s into it."""
+    stopping = threading.Event()
+    timer = threading.Timer(0.1, meanwhile) if meanwhile else None
+    began = time.monotonic()
+    if timer:
+        timer.start()
+    early = watch.wait(stopping, seconds, settle)
+    took = time.monotonic() - began
+    if timer:
+        timer.join()
+    return took, early
+
+
+def create(runtime: LocalRuntime, name: str = "web-1-deploy-1") -> None:
+    runtime.create(name, config="web", revision=1, attempt=1, argv=["true"], env={}, cwd="/")
+
+
+def test_a_commit_to_the_log_ends_the_wait(parts: tuple[Any, LocalRuntime, Watch], tmp_path: Path) -> None:
+    _, _, watch = parts
+    other = open_app(Home(tmp_path / "home"), None)  # another process's commit, as the CLI makes it
+    try:
+        took, early = waited(watch, 10.0, lambda: other.create_config("web", Spec(command=["true"]), new_meta("t@t")))
+    finally:
+        other.close()
+    assert 0.1 <= took < 5.0 and early
+
+
+def test_a_shims_commit_to_the_runtime_ends_the_wait(parts: tuple[Any, LocalRuntime, Watch]) -> None:
+    _, runtime, watch = parts
+    took, early = waited(watch, 10.0, lambda: create(runtime))
+    assert 0.1 <= took < 5.0 and early
+
+
+def test_a_change_ends_the_wait_no_sooner_than_asked(parts: tuple[Any, LocalRuntime, Watch]) -> None:
+    _, runtime, watch = parts
+    took, early = waited(watch, 10.0, lambda: create(runtime), settle=1.0)
+    assert 1.0 <= took < 5.0 and early
+
+
+def test_with_nothing_new_the_wait_lasts_its_time(parts: tuple[Any, LocalRuntime, Watch]) -> None:
+    took, early = waited(parts[2], 0.3)
+    assert took >= 0.3 and not early
+
+
+def test_stopping_ends_the_wait_at_once(parts: tuple[Any, LocalRuntime, Watch]) -> None:
+    stopping = threading.Event()
+    stopping.set()
+    began = time.monotonic()
+    assert parts[2].wait(stopping, 10.0) is False
+    assert time.monotonic() - began < 1.0
+
+
+def test_what_changed_before_the_mark_is_forgotten(parts: tuple[Any, LocalRuntime, Watch]) -> None:
+    _, runtime, watch = parts
+    create(runtime)
+    deadline = time.monotonic() + 10
+    while (row := runtime.get("web-1-deploy-1")) is None or row.state != "exited":  # its shim's last write
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.1)
+    watch.mark()
+    took, early = waited(watch, 0.3)
+    assert took >= 0.3 and not early
