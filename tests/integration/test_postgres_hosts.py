@@ -89,14 +89,26 @@ def test_two_hosts_on_one_postgres_log_run_every_deployer_once(tmp_path: Path, p
     configs = [f"app{i}" for i in range(50)]
     for name in configs:
         app.create_config(name, Spec(command=["sh", "-c", DEPLOYER.format(gt=gt, s=0)]), new_meta("t"))
-    controllers = [controller(host_a, postgres_url), controller(host_b, postgres_url)]
-    try:
-        for _ in range(3):
-            for name in configs:
-                app.latest(name, None, True, new_meta("t"))
+
+    def round_of_rollouts() -> None:
+        for name in configs:
+            app.latest(name, None, True, new_meta("t"))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and any(app.config(n).open_revisions for n in configs):
             time.sleep(0.5)
+
+    # One host alone, the other alone, then both at once: each claims (a controller that wakes
+    # first may claim a whole round in one append), and the last round is raced.
+    first = controller(host_a, postgres_url)
+    controllers = [first]
+    try:
+        round_of_rollouts()
+        first.terminate()
+        assert first.wait(timeout=30) == 0
+        controllers = [controller(host_b, postgres_url)]
+        round_of_rollouts()
+        controllers.append(controller(host_a, postgres_url))
+        round_of_rollouts()
     finally:
         for c in controllers:
             c.terminate()
@@ -109,6 +121,7 @@ def test_two_hosts_on_one_postgres_log_run_every_deployer_once(tmp_path: Path, p
     claims = json.loads(cli(host_a, postgres_url, "events", "--type", "DeployerClaimed", "-o", "json").stdout)
     by_claimant = {c["data"]["claimant"] for c in claims}
     assert len(by_claimant) == 2, "both hosts should have claimed some deployments"
+    assert not any(app.config(n).open_revisions for n in configs), "a round did not settle"
 
 
 def test_a_killed_hosts_claims_end_lost_after_the_lease_and_nothing_runs_twice(
