@@ -19,7 +19,7 @@ class StoreUnavailable(Exception):
 
 # A long-lived process (the controller) keeps aggregates and only reads their new events;
 # every get() still fast-forwards from the store and hands out a copy, so nothing is stale.
-CACHE = {"AGGREGATE_CACHE_MAXSIZE": "2000", "AGGREGATE_CACHE_FASTFORWARD": "y"}
+CACHE = {"AGGREGATE_CACHE_MAXSIZE": "500", "AGGREGATE_CACHE_FASTFORWARD": "y"}
 
 
 def store_env(home: Home, store: str | None) -> dict[str, str]:

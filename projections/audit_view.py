@@ -8,7 +8,6 @@ from typing import Any
 import sqlite_utils
 
 from projections import streams
-from projections.audit_sql import SQLAuditFold
 from projections.projection import Fold, Projection, Sink
 from projections.records import Record, data_json
 from projections.source import EventSource, SQLiteLog
@@ -53,6 +52,8 @@ class AuditView(Projection):
         """From a local SQLite log, SQLite makes the rows itself (see audit_sql)."""
         if log is None:
             return self.fold(conn)
+        from projections.audit_sql import SQLAuditFold  # rebuilds only: not on every read's import path
+
         return SQLAuditFold(db, log, head, source, row, INDEXES)
 
 

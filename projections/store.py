@@ -12,7 +12,6 @@ import sqlite_utils
 
 from projections import files
 from projections.audit_view import AuditView
-from projections.build import build
 from projections.desired import Desired
 from projections.files import Catalog, Tracked, immediate
 from projections.history import History
@@ -207,6 +206,8 @@ class ProjectionStore:
                 paths = {p.name: self.catalog.next_file(p.name) for p in projections}
                 head = self.source.head()
                 self._log_id = None
+                from projections.build import build  # rebuilds only: not on every read's import path
+
                 build(self.source, projections, paths, head, self.log_id(), REBUILD_BATCH, progress)
                 for p in projections:
                     self.catalog.point(p.name, paths[p.name])
