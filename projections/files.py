@@ -95,7 +95,8 @@ class Catalog:
         self.folder = folder
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.setup_lock():
-            self.db = connect(folder / "catalog.db")
+            self.path = folder / "catalog.db"
+            self.db = connect(self.path)
             if not self.db["current"].exists():
                 self.db.execute("CREATE TABLE current (name TEXT PRIMARY KEY, file TEXT)")
 

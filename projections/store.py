@@ -67,6 +67,12 @@ class ProjectionStore:
 
     # -- files ---------------------------------------------------------------
 
+    def _reopen(self) -> None:
+        """The folder was deleted under this long-lived store: start again from an empty one."""
+        self.warn(f"projections folder {self.folder} was removed: rebuilding it")
+        self.close()
+        self.catalog = Catalog(self.folder)
+
     def db(self, name: str) -> sqlite_utils.Database:
         """The current file of projection `name` (created empty when missing)."""
         path = self.catalog.current(name)
@@ -124,6 +130,8 @@ class ProjectionStore:
         """Bring each projection to the head of the log (read-your-writes for every read)."""
         if self.frozen:
             return
+        if not self.catalog.path.exists():
+            self._reopen()
         # Positions before the head: a twin process may append and catch up in between,
         # and a position read after the head could then look ahead of the log.
         tracked = {p.name: files.tracked(self.db(p.name), p.name) or Tracked(p.version, 0, "") for p in projections}

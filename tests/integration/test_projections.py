@@ -807,6 +807,28 @@ def test_a_view_restored_from_an_old_copy_catches_up_to_exactly_the_same_state(
     close_store(store)
 
 
+def test_a_long_lived_store_whose_folder_was_deleted_rebuilds_it_instead_of_writing_into_deleted_files(
+    random_home: tuple[Log, Dump], tmp: Path
+) -> None:
+    """A running controller kept writing into the unlinked files of a deleted folder: its
+    views went on, but nothing on disk did, and every other reader rebuilt from zero."""
+    log, _ = random_home
+    warnings: list[str] = []
+    store = log.store(warnings=warnings)
+    store.catch_up()
+    shutil.rmtree(log.home.projections)
+    bulk_history(log, random.Random(3), 50, prefix="after-", configs=2)
+    store.catch_up()
+    assert warnings == [f"projections folder {log.home.projections} was removed: rebuilding it"]
+    for p in ALL:
+        assert store.catalog.current(p.name).exists()  # type: ignore[union-attr]
+    close_store(store)
+    reader = log.store()
+    assert positions(reader) == {p.name: log.head() for p in ALL}, "the files on disk were not rebuilt"
+    assert_same(dump(reader), fresh(log, tmp / "fresh"))
+    close_store(reader)
+
+
 def roll_the_log_back(log: Log, tmp: Path) -> None:
     """Projections caught up on a log that is then restored from an older backup: they are ahead of it."""
     backup = tmp / "events-backup.db"
