@@ -24,7 +24,6 @@ INDEXES = {
         ("events_config", "config, version, position"),
         ("events_type", "type, position"),
         ("events_actor", "actor, position"),
-        ("events_correlation", "correlation_id"),
         ("events_timestamp", "timestamp"),
     )
 }
