@@ -68,6 +68,10 @@ class RolloutsApp(Application[UUID]):
         self._reads.append((aggregate.id, aggregate.version))  # the version read, before the decision
         return aggregate
 
+    def forget_reads(self) -> None:
+        """Drop the reads recorded by loads outside decide() (they are checked by nobody)."""
+        self._reads = []
+
     def _read_was_torn(self) -> bool:
         """Whether an aggregate of this decision changed after it was read (the reads are not one snapshot)."""
         return any(self.recorder.select_events(id_, gt=version, limit=1) for id_, version in self._reads)

@@ -11,7 +11,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from projections.source import SQLiteLog
 
-MEMO_IDS = 100_000
+MEMO_IDS = 5_000  # a rebuild's batch shares them; a long-lived reader must not keep every id
 
 
 class Row(NamedTuple):

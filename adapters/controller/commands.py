@@ -82,6 +82,7 @@ def together(app: Any, decisions: Sequence[Decision]) -> list[Any] | None:
     results: list[Any] = []
     aggregates: list[Any] = []
     try:
+        app.forget_reads()  # a refusal here is decided again alone, by decide(), which checks its own reads
         for decision in decisions:
             decided, result = decision()
             aggregates += decided

@@ -424,3 +424,18 @@ def test_the_creates_of_a_pass_claims_share_one_runtime_batch(app: Any) -> None:
     runtime = BatchingRuntime()
     Executor(app, runtime, ME, "tester@test", "/").run_group(claims_of("app", "web"), {})
     assert [sorted(batch) for batch in runtime.batches] == [["app-1-deploy-1", "web-1-deploy-1"]]
+
+
+def test_decisions_taken_together_left_their_reads_behind_for_ever(app: Any) -> None:
+    """Found by a tracemalloc diff of a long controller run: loads inside commands.together()
+    were recorded for decide()'s torn-read check, which together() never runs nor clears,
+    so a running controller's memory grew with every pass (about 90 bytes per load)."""
+    for name in ("a", "b", "c"):
+        app.create_config(name, Spec(command=["true"]), meta())
+    for _ in range(5):
+        for name in ("a", "b", "c"):
+            app.latest(name, None, True, meta())
+        revision = app.config("a").latest_revision
+        decisions = [commands.claim_decision(app, n, revision, ME, meta()) for n in ("a", "b", "c")]
+        assert commands.together(app, decisions) is not None
+    assert len(app._reads) <= 6, "reads of earlier decisions are still held"
