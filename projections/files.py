@@ -31,7 +31,9 @@ def connect(path: Path) -> sqlite_utils.Database:
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    db = sqlite_utils.Database(conn)
+    # No sqlite-utils plugins: loading them scans every installed package's entry points
+    # (importlib.metadata), paid by every read command, for functions no projection uses.
+    db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(TRACKING)
     return db
 
@@ -59,7 +61,7 @@ def create_unjournaled(path: Path) -> sqlite_utils.Database:
     )
     for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size={BUILD_CACHE_KIB}", "temp_store=MEMORY"):
         conn.execute(f"PRAGMA {pragma}")
-    db = sqlite_utils.Database(conn)
+    db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(TRACKING)
     return db
 

@@ -100,7 +100,7 @@ class ProjectionStore:
             except sqlite3.OperationalError:
                 continue  # swapped and removed between the lookup and the open
             conn.execute("PRAGMA synchronous=NORMAL")
-            return sqlite_utils.Database(conn)
+            return sqlite_utils.Database(conn, execute_plugins=False)
         raise RuntimeError(f"cannot open projection {projection.name}")
 
     def _create_current(self, projection: Projection) -> sqlite_utils.Database:
