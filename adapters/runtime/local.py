@@ -132,14 +132,8 @@ class LocalRuntime:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE: read-then-write never meets 'database is locked' midway."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._lock, writing(self._db) as db:
+            yield db
 
     def _execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
         with self._lock:
