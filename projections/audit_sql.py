@@ -1,11 +1,9 @@
 """The audit view rebuilt from zero by SQLite itself, straight from a local SQLite log.
 
 A thread of its own runs a few long statements, without the GIL, while Python folds the
-other projections: the streams from their first events, then every event's row rendered as
-audit_view.row renders it, then the indexes. It relies on what records.data_json relies on
-(the log's documents are compact Python JSON): for ASCII text, removing keys and rendering
-again gives what Python's json.dumps gives. Python makes the rows of the other events
-(text that is not plain ASCII, or JSON that SQLite does not read) once SQLite is done.
+other projections: the streams from their first events, then every event's row as
+audit_view.row makes it, then the indexes. Python makes the rows of events whose JSON
+SQLite does not read (NaN, say) once SQLite is done.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import sqlite_utils
 
 from projections import streams
 from projections.projection import Fold
-from projections.records import KINDS, Notification, Record, decode, known_topics
+from projections.records import KINDS, Record, decode, known_topics
 from projections.source import EventSource, SQLiteLog
 from projections.writer import Writer
 
@@ -64,26 +62,6 @@ FROM {{log}} AS e
 WHERE e.rowid > ? AND e.rowid <= ? AND ({FIRST_SQL["Registered"]} OR {FIRST_SQL["Created"]}) AND json_valid(e.state)
 ORDER BY e.rowid"""
 STREAMS = "INSERT OR REPLACE INTO main.streams SELECT stream, kind, config, version FROM temp.audit_ids"
-STAMPED = '{"timestamp":{"_type_":"datetime_iso","_data_":"'  # then 32 characters (microseconds), then "},
-
-
-def _bytes(text: str) -> str:
-    return f"X'{text.encode().hex()}'"
-
-
-# Most documents: the timestamp first, no class topic nor config_id anywhere. What follows the
-# timestamp is then the rest of the data as Python dumps it; compared as bytes, it costs little.
-AT = len(STAMPED)
-_QUOTE, _BACKSLASH, _END = _bytes('"'), _bytes("\\"), _bytes('"},')
-_TOPIC, _CONFIG_ID = _bytes('"originator_topic":'), _bytes('"config_id":')
-SIMPLE = f"""substr(e.state, 1, {AT}) = {_bytes(STAMPED)} AND substr(e.state, {AT + 33}, 3) = {_END}
-    AND instr(substr(e.state, {AT + 1}, 32), {_QUOTE}) = 0 AND instr(substr(e.state, {AT + 1}, 32), {_BACKSLASH}) = 0
-    AND instr(e.state, {_TOPIC}) = 0 AND instr(e.state, {_CONFIG_ID}) = 0"""
-DATA = f"""CASE WHEN {SIMPLE} THEN '{{' || CAST(substr(e.state, {AT + 36}) AS TEXT)
-    WHEN instr(e.state, '"config_id":') = 0 THEN json_remove(e.state, '$.timestamp', '$.originator_topic')
-    WHEN json_type(e.state, '$.config_id') IS NULL THEN json_remove(e.state, '$.timestamp', '$.originator_topic')
-    ELSE json_set(json_remove(e.state, '$.timestamp', '$.originator_topic'),
-                  '$.config_id', json_extract(e.state, '$.config_id._data_')) END"""
 ROWS = f"""
 INSERT OR IGNORE INTO main.events
 SELECT e.rowid, coalesce(m.stream, {DASHED}), e.originator_version, coalesce(t.type, {AFTER_LAST_DOT}), m.config,
@@ -91,19 +69,15 @@ SELECT e.rowid, coalesce(m.stream, {DASHED}), e.originator_version, coalesce(t.t
                 CASE WHEN json_type(e.state, '$.revision') IS NULL THEN m.version END),
        json_extract(e.state, '$.attempt'), json_extract(e.state, '$.timestamp._data_'),
        json_extract(e.state, '$.meta.actor'), json_extract(e.state, '$.meta.correlation_id'),
-       json_extract(e.state, '$.meta.notification_id'), {DATA}
+       json_extract(e.state, '$.meta.notification_id'), CAST(e.state AS TEXT)
 FROM {{log}} AS e
 LEFT JOIN temp.audit_ids AS m ON m.raw = e.originator_id
 LEFT JOIN temp.audit_topics AS t ON t.topic = e.topic
 WHERE e.rowid > ? AND e.rowid <= ? AND json_valid(e.state)"""
-# JSON that SQLite does not read: no row (text that is not plain ASCII: see SQLAuditFold.read)
+# JSON that SQLite does not read: no row
 ODD = """INSERT OR IGNORE INTO temp.audit_odd SELECT e.rowid FROM {log} AS e WHERE e.rowid > ? AND e.rowid <= ?
     AND NOT EXISTS (SELECT 1 FROM main.events WHERE position = e.rowid)"""
 REPLACE = "INSERT OR REPLACE INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-
-
-def _plain(state: bytes | str) -> bool:
-    return state.isascii() and ("\x7f" not in state if isinstance(state, str) else b"\x7f" not in state)
 
 
 class Unreadable(Exception):
@@ -136,14 +110,9 @@ class SQLAuditFold(Fold):
         self.done = 0  # rows queued up to this position
         self.last = 0
         self.finished = False
-        self.unplain: list[int] = []
 
     def wants(self, kind: str, type_: str) -> bool:
         return False
-
-    def read(self, notifications: Sequence[Notification]) -> None:
-        """Note the events whose text is not plain ASCII: SQLite renders it unlike json.dumps."""
-        self.unplain += [n.id for n in notifications if not _plain(n.state)]
 
     def apply(self, records: Sequence[Record]) -> None:
         pass
@@ -186,8 +155,7 @@ class SQLAuditFold(Fold):
         self._start()
         if self.last > self.done:
             self._queue(self.last)
-        odd = [p for (p,) in self.sink.execute("SELECT position FROM temp.audit_odd")]
-        odd = sorted({*odd, *self.unplain})
+        odd = [p for (p,) in self.sink.execute("SELECT position FROM temp.audit_odd ORDER BY position")]
         rows = [self._python_row(p) for p in odd]  # the writer is idle: nothing was queued since
         self.sink.executemany(REPLACE, rows)
         self.writer.wait()

@@ -9,7 +9,7 @@ import sqlite_utils
 
 from projections import streams
 from projections.projection import Fold, Projection, Sink
-from projections.records import Record, data_json
+from projections.records import Record
 from projections.source import EventSource, SQLiteLog
 
 CREATE_EVENTS = """
@@ -33,7 +33,7 @@ Row = tuple[Any, ...]
 
 class AuditView(Projection):
     name = "audit"
-    version = 1
+    version = 2  # 2: data is the event's document as the log stores it (read it with records.document)
     tables = ("events", "streams")
 
     def create(self, db: sqlite_utils.Database) -> None:
@@ -79,7 +79,10 @@ class AuditFold(Fold):
 
 
 def row(r: Record, config: str | None, version: int | None) -> Row:
-    """The audit row of `r`, an event of a stream of `config` at `version`."""
+    """The audit row of `r`, an event of a stream of `config` at `version`.
+
+    Its data is the stored document, copied as it is: a rebuild copies it in SQL, and readers
+    decode it with records.document as projections do."""
     data = r.data
     meta = data.get("meta") or {}
     return (
@@ -94,5 +97,5 @@ def row(r: Record, config: str | None, version: int | None) -> Row:
         meta.get("actor"),
         meta.get("correlation_id"),
         meta.get("notification_id"),
-        data_json(r),
+        r.text,
     )

@@ -17,7 +17,7 @@ from projections import files
 from projections.audit_sql import Unreadable
 from projections.files import Tracked
 from projections.projection import Fold, Projection
-from projections.records import decode, topic_parts
+from projections.records import Notification, Record, decode, decode_stamped, topic_parts
 from projections.source import EventSource, LocalLog, SQLiteLog
 from projections.writer import Writer
 
@@ -87,17 +87,20 @@ def _build(
     return at
 
 
-class Wanted(dict[str, bool]):
-    """Whether any fold looks at the events of a topic (the others are not even decoded)."""
+class Wanted(dict[str, Callable[[Notification], Record] | None]):
+    """How the events of a topic are decoded for the folds: not at all when none looks at them,
+    without their data when none reads it, else in full."""
 
     def __init__(self, folds: Sequence[Fold]) -> None:
         super().__init__()
         self.folds = folds
 
-    def __missing__(self, topic: str) -> bool:
+    def __missing__(self, topic: str) -> Callable[[Notification], Record] | None:
         kind, type_ = topic_parts(topic)
-        self[topic] = wanted = any(f.wants(kind, type_) for f in self.folds)
-        return wanted
+        wanting = [f for f in self.folds if f.wants(kind, type_)]
+        how = (decode if any(f.needs_data(kind, type_) for f in wanting) else decode_stamped) if wanting else None
+        self[topic] = how
+        return how
 
 
 def fold_all(source: EventSource, folds: Sequence[Fold], head: int, batch: int, progress: Progress | None) -> int:
@@ -107,10 +110,9 @@ def fold_all(source: EventSource, folds: Sequence[Fold], head: int, batch: int, 
         notifications = source.read(at, batch)
         if not notifications:
             break
-        records = [decode(n) for n in notifications if wanted[n.topic]]
+        records = [how(n) for n in notifications if (how := wanted[n.topic])]
         at = notifications[-1].id
         for fold in folds:
-            fold.read(notifications)
             fold.apply(records)
             fold.reached(at)
         if at - flushed >= FLUSH:

@@ -41,6 +41,9 @@ STEP_MARKS = {
     "HookStarted": "started",
 }
 
+# Events whose row change follows from their type alone (see _advance and phases.phase_after)
+_NO_DATA = frozenset({*STEP_MARKS, "CancelRequested", "Cancelled", "DeployerFailed", "DeployerLost"})
+
 
 class Desired(Projection):
     """A row per deployment; the controller reads the open ones through an index on phase."""
@@ -63,6 +66,9 @@ class DesiredFold(Fold):
 
     def wants(self, kind: str, type_: str) -> bool:
         return kind == "deployment"
+
+    def needs_data(self, kind: str, type_: str) -> bool:
+        return type_ not in _NO_DATA
 
     def apply(self, records: Sequence[Record]) -> None:
         table = self.table

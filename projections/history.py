@@ -75,6 +75,19 @@ STEP_STATE = {
 
 _STEP_MOVES = frozenset({"DeployerClaimed", "DeployerSucceeded", "HookSucceeded", "HookFailed"})
 _CONFIG_CHANGES = frozenset({"SpecChanged", "Paused", "Resumed", "RolloutTriggered"})
+# Events whose row changes follow from their type and time alone: no next step, exit code nor reason
+_NO_DATA = frozenset(
+    {
+        "DeployerCreated",
+        "HookCreated",
+        "DeployerStarted",
+        "HookStarted",
+        "CancelRequested",
+        "Cancelled",
+        "Paused",
+        "Resumed",
+    }
+)
 
 
 class History(Projection):
@@ -96,6 +109,9 @@ class HistoryFold(Fold):
 
     def wants(self, kind: str, type_: str) -> bool:
         return kind != "config" or type_ == "Registered" or type_ in _CONFIG_CHANGES
+
+    def needs_data(self, kind: str, type_: str) -> bool:
+        return type_ not in _NO_DATA
 
     def apply(self, records: Sequence[Record]) -> None:
         for r in records:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Protocol
 
 import sqlite_utils
 
-from projections.records import Notification, Record
+from projections.records import Record
 from projections.source import EventSource, SQLiteLog
 
 # Rows a fold keeps between batches; past this many it forgets them (they are written).
@@ -36,8 +36,10 @@ class Fold(ABC):
         """Whether `apply` looks at events of this kind and type at all (the others may be left out)."""
         return True
 
-    def read(self, notifications: Sequence[Notification]) -> None:  # noqa: B027 - most folds need records
-        """A rebuild's batch as read, before the records that `wants` asks for are decoded."""
+    def needs_data(self, kind: str, type_: str) -> bool:
+        """Whether `apply` reads the `data` of the events of this kind and type it wants (a rebuild may
+        hand it records whose data is left empty otherwise: type, stream and timestamp are always there)."""
+        return True
 
     @abstractmethod
     def apply(self, records: Sequence[Record]) -> None:

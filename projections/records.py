@@ -55,9 +55,9 @@ def known_topics() -> Mapping[str, tuple[str, str]]:
     return _TOPICS
 
 
-def decode(n: Notification) -> Record:
-    state = n.state
-    text = state if isinstance(state, str) else state.decode()
+def document(text: str) -> tuple[str, dict[str, Any]]:
+    """(timestamp, data) of an event document as the log stores it: the data without the timestamp
+    and the class topic, and config_id as its hex digits."""
     try:
         data, end = _scan(text, 0)
     except StopIteration:
@@ -68,44 +68,29 @@ def decode(n: Notification) -> Record:
     data.pop("originator_topic", None)
     if "config_id" in data:
         data["config_id"] = data["config_id"]["_data_"]
+    return stamp, data
+
+
+def decode(n: Notification) -> Record:
+    state = n.state
+    text = state if isinstance(state, str) else state.decode()
+    stamp, data = document(text)
     kind, type_ = _TOPICS.get(n.topic) or topic_parts(n.topic)
     return _new(Record, (n.id, str(n.originator_id), n.originator_version, kind, type_, stamp, data, text))
 
 
 _STAMPED = '{"timestamp":{"_type_":"datetime_iso","_data_":"'
-_TOPIC = ',"originator_topic":"'
-_UUID = ',"config_id":{"_type_":"uuid_hex","_data_":"'
+_AFTER_STAMP = len(_STAMPED)
 
 
-def data_json(r: Record) -> str:
-    """json.dumps(r.data, separators=(",", ":")), cut from the stored text when that is certain to be the same.
-
-    The log's documents are compact Python JSON of a dict (eventsourcing's transcoder: no
-    duplicate keys, nothing reordered, ensure_ascii off). For printable ASCII text, dumping
-    the decoded data again gives the text less what decode took out: the leading timestamp,
-    the class topic after it, and config_id (after that) unwrapped from its uuid wrapper.
-    """
-    text, stamp = r.text, r.timestamp
-    if text.isascii() and "\x7f" not in text and type(stamp) is str:
-        head = f'{_STAMPED}{stamp}"}}'
-        if text.startswith(head):
-            cut = _cut(text, len(head), r.data)
-            if cut is not None:
-                return cut
-    return json.dumps(r.data, separators=(",", ":"))
-
-
-def _cut(text: str, at: int, data: dict[str, Any]) -> str | None:
-    if text.startswith(_TOPIC, at):
-        end = text.find('"', at + len(_TOPIC))
-        if end < 0 or "\\" in text[at:end]:
-            return None
-        at = end + 1
-    if text.find('"originator_topic":', at) >= 0:
-        return None  # not where decode's pop would leave the text as it is
-    if "config_id" not in data:
-        return "{" + text[at + 1 :] if text.startswith(",", at) else "{}" if text[at:] == "}" else None
-    hex_ = data["config_id"]
-    if type(hex_) is not str or not text.startswith(f'{_UUID}{hex_}"}}', at):
-        return None
-    return f'{{"config_id":"{hex_}"{text[at + len(_UUID) + len(hex_) + 2 :]}'
+def decode_stamped(n: Notification) -> Record:
+    """`decode(n)` without its data (left empty): the timestamp is cut from the text, unparsed,
+    when the text starts as the log's documents do."""
+    state = n.state
+    text = state if isinstance(state, str) else state.decode()
+    end = text.find('"', _AFTER_STAMP) if text.startswith(_STAMPED) else -1
+    if end < 0 or "\\" in text[_AFTER_STAMP:end]:
+        return decode(n)._replace(data={})
+    kind, type_ = _TOPICS.get(n.topic) or topic_parts(n.topic)
+    stamp = text[_AFTER_STAMP:end]
+    return _new(Record, (n.id, str(n.originator_id), n.originator_version, kind, type_, stamp, {}, text))

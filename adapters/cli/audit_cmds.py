@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +12,7 @@ from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.state import State, pass_state
 from adapters.cli.types import REVISION
 from domain.errors import NotFound
+from projections.records import document
 
 
 def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -76,7 +76,7 @@ def events(
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position", args))
     for row in rows:
-        row["data"] = json.loads(row["data"])
+        row["data"] = document(row["data"])[1]
     columns = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
     show(rows, columns, output, "No events.")
 
@@ -108,7 +108,7 @@ def audit(state: State, name: str | None, output: str) -> None:
     )
     sql += " AND config = ?" if name else ""
     rows = db.execute(sql + " ORDER BY position", [name] if name else [])
-    result = check((p, t, c, v, json.loads(d)) for p, t, c, v, d in rows)
+    result = check((p, t, c, v, document(d)[1]) for p, t, c, v, d in rows)
     total = db.execute(
         "SELECT count(*) FROM events" + (" WHERE config = ?" if name else ""), [name] if name else []
     ).fetchone()[0]

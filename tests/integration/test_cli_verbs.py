@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import time
 from datetime import UTC, datetime, timedelta, timezone
@@ -127,6 +128,17 @@ def test_events_json_has_the_contract_keys_in_position_order(rollouts: Rollouts)
     triggered = next(r for r in rows if r["type"] == "RolloutTriggered")
     assert (triggered["config"], triggered["version"], triggered["actor"]) == ("web", 1, "tester@test")
     assert isinstance(triggered["data"], dict) and triggered["timestamp"].endswith("+00:00")
+
+
+def test_events_json_data_is_what_the_event_says_without_the_stores_wrappers(rollouts: Rollouts) -> None:
+    opened(rollouts)
+    rows = events(rollouts)
+    assert not [r for r in rows if {"timestamp", "originator_topic"} & r["data"].keys()]
+    registered = next(r for r in rows if r["type"] == "Registered")
+    assert registered["data"]["name"] == "web"
+    created = next(r for r in rows if r["type"] == "Created")
+    assert re.fullmatch("[0-9a-f]{32}", created["data"]["config_id"]), created["data"]["config_id"]
+    assert created["data"]["revision"] == 1
 
 
 def test_deployers_list_json_has_the_contract_keys(rollouts: Rollouts) -> None:
