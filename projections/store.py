@@ -56,8 +56,19 @@ def projections_named(names: Iterable[str]) -> list[Projection]:
 class ProjectionStore:
     """The projections folder of one home, fed by one event source."""
 
-    def __init__(self, folder: Path, source: EventSource, *, frozen: bool = False, warn: Warn | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        source: EventSource,
+        *,
+        frozen: bool = False,
+        warn: Warn | None = None,
+        cache_kib: int | None = None,
+    ) -> None:
+        """With `cache_kib`, each projection file's connection caches at most that many KiB of pages
+        (SQLite's default is 2,000 KiB): a long-lived process keeps its memory flat as files grow."""
         self.folder = folder
+        self.cache_kib = cache_kib
         self.source = source
         self.frozen = frozen
         self.warn = warn or (lambda _: None)
@@ -81,6 +92,8 @@ class ProjectionStore:
         if name in self._open:
             self._open.pop(name)[1].close()  # a swapped-out file: close it now, not at the next GC
         db = self._connect_current(BY_NAME[name])
+        if self.cache_kib is not None:
+            db.execute(f"PRAGMA cache_size = -{int(self.cache_kib)}")
         self._open[name] = (self.catalog.current(name), db)  # type: ignore[assignment]
         return db
 

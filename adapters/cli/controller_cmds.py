@@ -51,19 +51,23 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     """
     if once and until_idle:
         raise click.UsageError("--once and --until-idle exclude each other")
-    from adapters.controller.loop import Controller, claimant_id
+    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, claimant_id
     from adapters.runtime.local import LocalRuntime
 
     def log(text: str) -> None:
         if not quiet:
             click.echo(f"{datetime.now(UTC):%H:%M:%S} {text}", err=True)
 
-    app = state.app
     from adapters.leases import lease_seconds
+
+    state.cache_kib = SQLITE_CACHE_KIB
+    app = state.app
 
     # Several hosts share a PostgreSQL log: shims then stop their deployer when our heartbeat
     # is older than half a lease, before other hosts may end our claims (after a full lease).
-    runtime = LocalRuntime(state.home.path, heartbeat_max_age=lease_seconds() / 2 if state.store else None)
+    runtime = LocalRuntime(
+        state.home.path, heartbeat_max_age=lease_seconds() / 2 if state.store else None, cache_kib=SQLITE_CACHE_KIB
+    )
     try:
         ctl = Controller(app, state.projections, runtime, claimant_id(state.home), state.actor, os.getcwd(), log)
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)

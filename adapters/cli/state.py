@@ -18,6 +18,7 @@ class State:
         self.home = Home(home)
         self.store = store or None
         self.actor = actor
+        self.cache_kib: int | None = None  # per projection connection, for a long-lived process
         if self.store:
             from adapters.store_url import parse_store
 
@@ -50,6 +51,7 @@ class State:
             RecorderSource(self.recorder),
             frozen=os.environ.get("ROLLOUTS_FREEZE_PROJECTIONS") == "1",
             warn=lambda text: click.echo(f"warning: {text}", err=True),
+            cache_kib=self.cache_kib,
         )
 
     def read(self, *names: str) -> Any:

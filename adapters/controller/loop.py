@@ -28,6 +28,10 @@ from projections.store import BY_NAME
 
 TRANSIENT = (PersistenceError, sqlite3.OperationalError)
 OBSERVE_EVERY_S = 0.05
+# Page cache per SQLite connection the controller keeps open (SQLite's default: 2,000 KiB). Its
+# reads are small (open deployments, unended deployers) and the OS caches the files; with the
+# default, its memory grew by the caches filling as the files grew (RSS 1.20x over 10,000 rollouts).
+SQLITE_CACHE_KIB = 256
 OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, version"
 Log = Callable[[str], None]
 

@@ -100,8 +100,12 @@ class NoSuchDeployer(Exception):
 class LocalRuntime:
     """Deployers as real processes; `home/runtime/runtime.db` is the truth about them."""
 
-    def __init__(self, home: pathlib.Path, heartbeat_max_age: float | None = None) -> None:
-        """With `heartbeat_max_age`, shims kill their deployer once runtime/heartbeat is older."""
+    def __init__(
+        self, home: pathlib.Path, heartbeat_max_age: float | None = None, cache_kib: int | None = None
+    ) -> None:
+        """With `heartbeat_max_age`, shims kill their deployer once runtime/heartbeat is older. With
+        `cache_kib`, the connection caches at most that many KiB of pages (a long-lived controller)."""
+        self._cache_kib = cache_kib
         self._heartbeat = heartbeat_max_age
         self._home = Home(home)
         self._dir = self._home.runtime
@@ -119,6 +123,8 @@ class LocalRuntime:
             private_dir(self._logs)
             private_file(self._db_path)
             db = connect(str(self._db_path), check_same_thread=False)
+            if self._cache_kib is not None:
+                db.execute(f"PRAGMA cache_size = -{int(self._cache_kib)}")
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             for statement in _SCHEMA:
