@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,13 +26,6 @@ class Executor:
         self.actor = actor
         self.cwd = cwd
         self.ended: set[str] = set()
-        self._created: dict[str, float] = {}  # deployers this process created: name -> time.monotonic()
-
-    def created_within(self, seconds: float) -> frozenset[str]:
-        """The deployers this process created in the last `seconds` (older ones are forgotten)."""
-        since = time.monotonic() - seconds
-        self._created = {name: at for name, at in self._created.items() if at >= since}
-        return frozenset(self._created)
 
     def meta(self, notification_id: int | None = None) -> dict[str, Any]:
         from adapters.application import new_meta
@@ -161,7 +153,6 @@ class Executor:
                 env=env,
                 cwd=self.cwd,
             )
-            self._created[a.name] = time.monotonic()  # type: ignore[index]
 
     @staticmethod
     def _reported(a: Action, meta: dict[str, Any]) -> commands.Report:

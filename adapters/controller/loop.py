@@ -16,7 +16,7 @@ from eventsourcing.persistence import PersistenceError
 from adapters.application import WriteConflict
 from adapters.controller import commands
 from adapters.controller.executor import Executor
-from adapters.controller.plan import REPORTS, TWIN_GRACE, Action, Split, batches, plan
+from adapters.controller.plan import REPORTS, Action, batches, plan
 from adapters.controller.twins import Twins
 from adapters.controller.watch import Watch
 from adapters.home import Home
@@ -32,6 +32,7 @@ OBSERVE_EVERY_S = 0.05
 # reads are small (open deployments, unended deployers) and the OS caches the files; with the
 # default, its memory grew by the caches filling as the files grew (RSS 1.20x over 10,000 rollouts).
 SQLITE_CACHE_KIB = 256
+STANDBY_S = 0.1  # how often a standing-by twin tries to lead
 OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, version"
 Log = Callable[[str], None]
 
@@ -70,7 +71,6 @@ class Controller:
         self.log = log or (lambda _: None)
         self.stopping = threading.Event()
         self.twins: Twins | None = None  # the long-running controllers of this home, once run() runs
-        self._waiting: dict[tuple[str, int], float] = {}  # New deployments: when this one first saw them
         # Looking for shims that vanished (runtime.observe) costs a look at every active deployer:
         # a running controller does it at most this often, a single pass always.
         self.observe_every = 0.0
@@ -87,7 +87,7 @@ class Controller:
         observed = {r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"]}
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
         expired = frozenset(self.leases.expired() - {self.claimant})
-        actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired, self._split(rows))
+        actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
         planned = batches(actions)
         claims = [b for b in planned if b[0].kind == "claim"]
         reports = [b for b in planned if b[0].kind in REPORTS]
@@ -114,15 +114,6 @@ class Controller:
     def _narrate(self, batch: tuple[Action, ...]) -> None:
         first = batch[0]
         self.log(f"{_kinds(batch)} {first.name or ''} ({first.config} v{first.version} attempt {first.attempt})")
-
-    def _split(self, rows: list[dict[str, Any]]) -> Split:
-        """This controller's share of the work among its twins (plan.Split)."""
-        now, grace = time.monotonic(), TWIN_GRACE.total_seconds()
-        new = [(r["config"], r["version"]) for r in rows if r["phase"] == "New"]
-        self._waiting = {key: self._waiting.get(key, now) for key in new}
-        overdue = frozenset(key for key, since in self._waiting.items() if now - since >= grace)
-        rank, count = self.twins.share() if self.twins is not None else (0, 1)
-        return Split(rank, count, self.executor.created_within(grace), overdue)
 
     def _renew_lease(self) -> None:
         """Renew our lease in the log's database; beat for our shims only while it is fresh."""
@@ -153,10 +144,13 @@ class Controller:
         """Loop until stopped (exit 0), idle with --until-idle (0), or past --timeout (1 if until-idle)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._handle_signals()
-        if not once:  # a single pass takes no share of the work, and needs no warming up
-            self.twins = Twins(self.runtime.folder / "controllers")
+        if not once:  # a single pass needs no warming up
             self.observe_every = min(interval, OBSERVE_EVERY_S)
+        if not once and not until_idle:  # a controller that runs until stopped: one of a home works
+            self.twins = Twins(self.runtime.folder / "controllers")
         try:
+            if self.twins is not None and not self._lead(deadline):
+                return 0
             if not once:
                 self._warm_up()
             watch = Watch(self.app, self.runtime, interval)
@@ -195,6 +189,19 @@ class Controller:
                 # A new event or a deployer's news ends the wait early; changes that keep bringing
                 # nothing to do (a twin's work) are heeded less and less often, up to the interval.
                 woke = watch.wait(self.stopping, interval, settle=min(interval, watch.every * (2**idle - 1)))
+
+    def _lead(self, deadline: float | None) -> bool:
+        """Stand by while a twin leads (it does all the work); False if stopped or out of time first."""
+        told = False
+        while not self.twins.lead():  # type: ignore[union-attr]
+            if not told:
+                self.log(f"standing by: another controller of this home leads ({self.twins.running()} run)")  # type: ignore[union-attr]
+                told = True
+            if self.stopping.wait(STANDBY_S) or (deadline is not None and time.monotonic() >= deadline):
+                return False
+        if told:
+            self.log("leading: the controller that led has stopped")
+        return True
 
     def _warm_up(self) -> None:
         """Pay before the first pass what the first create would: the fork server, pydantic."""

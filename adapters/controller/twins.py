@@ -1,9 +1,11 @@
-"""Twin controllers: the long-running controllers of one home (one claimant, one runtime) split the claims.
+"""Twin controllers: the controllers of one home (one claimant, one runtime) that run until stopped.
 
-Each holds an exclusive lock on one file of runtime/controllers/ for as long as it runs; the
-locks held tell each how many run and which rank it has among them. A lock ends with its
-process, so a twin that died simply stops counting. Splitting is only an economy: every claim
-is still decided on the log, and a twin's share is taken over once it has waited too long.
+One leads and does all the work; the others stand by, and one of them leads as soon as the
+leader's process ends, however it ends: leading is an exclusive lock on runtime/controllers/
+leader.lock, which ends with its process. Each twin also holds a lock on one slot file of that
+folder while it runs, so anyone can count them. On a machine's two cores, a second controller
+working beside the first only slowed both down (the log and the projections have one writer at a
+time); every decision is still made on the log, whatever runs.
 """
 
 from __future__ import annotations
@@ -11,67 +13,79 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import time
 from pathlib import Path
 
 from adapters.home import private_dir
 
 SLOTS = 64
-RECOUNT_S = 0.05
+LEADER = "leader.lock"
 
 
 class Twins:
     def __init__(self, folder: Path) -> None:
         private_dir(folder)
         self._folder = folder
-        self._fd: int | None = None
-        self.slot: int | None = None
+        self._slot: int | None = None  # no slot left: this twin is not counted
+        self._slot_fd: int | None = None
+        self._leader: int | None = None
         for slot in range(SLOTS):
-            fd = os.open(self._path(slot), os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            self._fd, self.slot = fd, slot
-            break
-        self._share = (0, 1)
-        self._counted = float("-inf")
+            fd = _locked(self._path(slot))
+            if fd is not None:
+                self._slot, self._slot_fd = slot, fd
+                break
 
     def _path(self, slot: int) -> Path:
         return self._folder / f"{slot}.lock"
 
-    def share(self) -> tuple[int, int]:
-        """(rank, count): this controller's rank among the running twins, and how many run."""
-        if self.slot is None:
-            return 0, 1  # no slot left: take part in everything
-        if time.monotonic() - self._counted >= RECOUNT_S:
-            slots = sorted(int(name[: -len(".lock")]) for name in os.listdir(self._folder) if _is_slot(name))
-            held = [slot for slot in slots if slot == self.slot or self._held(slot)]
-            self._share = (held.index(self.slot), len(held))
-            self._counted = time.monotonic()
-        return self._share
+    def lead(self) -> bool:
+        """Whether this twin leads (from now until it closes), if no other does."""
+        if self._leader is None:
+            self._leader = _locked(self._folder / LEADER)
+        return self._leader is not None
 
-    def _held(self, slot: int) -> bool:
-        try:
-            fd = os.open(self._path(slot), os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing it drops the shared lock taken just now
-        return False
+    def running(self) -> int:
+        """How many twins run now, this one included."""
+        return running(self._folder, self._slot)
 
     def close(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd, self.slot = None, None
+        for fd in (self._leader, self._slot_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._leader = self._slot = self._slot_fd = None
 
 
-def _is_slot(name: str) -> bool:
-    stem, dot, ext = name.partition(".")
-    return dot == "." and ext == "lock" and stem.isdigit() and int(stem) < SLOTS
+def running(folder: Path, mine: int | None = None) -> int:
+    """How many twins hold a slot of `folder` now (the slot `mine` is this process's own)."""
+    count = 0
+    for name in os.listdir(folder) if folder.is_dir() else []:
+        stem, _, ext = name.partition(".")
+        if ext == "lock" and stem.isdigit() and (int(stem) == mine or _held(folder / name)):
+            count += 1
+    return count
+
+
+def _locked(path: Path) -> int | None:
+    """An open descriptor of `path` holding its exclusive lock, or None when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _held(path: Path) -> bool:
+    """Whether a running twin holds `path` (trying a shared lock drops it at once on close)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

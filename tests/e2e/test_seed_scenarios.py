@@ -393,11 +393,12 @@ def test_projection_restored_from_old_copy_never_recreates_a_deployer(
 def test_two_controllers_at_once_run_each_deployer_once(
     rollouts: Any, gt: Path, background: Callable[..., subprocess.Popen[str]]
 ) -> None:
-    """Two controller processes on one home; 5 configs x 3 rollouts issued while they run.
+    """Two controller processes on one home (one leads, one stands by); 5 configs x 3 rollouts
+    issued while they run.
 
     Versions 1 and 2 of each config are superseded (`rollout latest
-    --supersede`) as soon as their deployer has started, so the controllers
-    race on claims, creates, stops and slot releases; version 3 completes.
+    --supersede`) as soon as their deployer has started: claims, creates,
+    stops and slot releases follow each other closely; version 3 completes.
     """
     names = [f"app{i}" for i in range(5)]
     for name in names:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from adapters.controller.plan import TWIN_GRACE, Action, Split, batches, plan
+from adapters.controller.plan import Action, batches, plan
 from adapters.runtime.local import Observed
 from projections.desired import COLUMNS
 
@@ -291,98 +290,6 @@ def test_batches_keep_every_action_in_order() -> None:
     assert [len(b) for b in grouped] == [1, 1, 1, 1]
 
 
-# -- twin controllers ------------------------------------------------------------
-
-
-def owner(config: str, count: int = 2) -> int:
-    return zlib.crc32(config.encode()) % count
-
-
-THEIRS = Split(rank=1 - owner("app"), count=2)  # a twin's view of config "app", owned by the other
-OURS = Split(rank=owner("app"), count=2)
-
-
-def young(state: str, exit_code: int | None = None, age: timedelta = timedelta(milliseconds=200)) -> Observed:
-    """A runtime row created `age` before SOON."""
-    ended = None if state in ("created", "running") else SOON.isoformat()
-    return Observed(DEPLOYER, "app", 1, 1, state, exit_code, None, (SOON - age).isoformat(), ended, False)
-
-
-ALL_REPORTS = ["record_created", "record_started", "record_exit"]
-
-
-def test_reports_about_a_young_deployer_of_a_twins_config_are_left_to_the_twin() -> None:
-    assert plan([row()], {DEPLOYER: young("exited", 0)}, ME, SOON, split=THEIRS) == []
-
-
-def test_reports_about_a_deployer_of_its_own_config_are_made_at_once() -> None:
-    assert kinds(plan([row()], {DEPLOYER: young("exited", 0)}, ME, SOON, split=OURS)) == ALL_REPORTS
-
-
-def test_reports_about_a_deployer_this_process_created_are_made_at_once_whose_config_it_is() -> None:
-    split = Split(THEIRS.rank, 2, created=frozenset({DEPLOYER}))
-    assert kinds(plan([row()], {DEPLOYER: young("exited", 0)}, ME, SOON, split=split)) == ALL_REPORTS
-
-
-def test_past_the_grace_anyone_reports_a_deployer_of_a_twins_config() -> None:
-    old = young("exited", 0, age=TWIN_GRACE)
-    assert kinds(plan([row()], {DEPLOYER: old}, ME, SOON, split=THEIRS)) == ALL_REPORTS
-
-
-def test_a_lone_controller_or_none_split_reports_everything_at_once() -> None:
-    observed = {DEPLOYER: young("exited", 0)}
-    assert kinds(plan([row()], observed, ME, SOON)) == ALL_REPORTS
-    assert kinds(plan([row()], observed, ME, SOON, split=Split())) == ALL_REPORTS
-
-
-def test_a_row_created_in_the_future_by_the_clock_is_not_left_to_a_twin() -> None:
-    ahead = young("exited", 0, age=-timedelta(hours=1))
-    assert kinds(plan([row()], {DEPLOYER: ahead}, ME, SOON, split=THEIRS)) == ALL_REPORTS
-
-
-@pytest.mark.parametrize(
-    ("changes", "kind"),
-    [({"cancel": 1}, "stop"), ({"claimed_at": (SOON - timedelta(seconds=601)).isoformat()}, "timeout")],
-    ids=["cancel", "timeout"],
-)
-def test_stops_and_timeouts_are_never_left_to_a_twin(changes: dict[str, Any], kind: str) -> None:
-    actions = plan([row(created=1, **changes)], {DEPLOYER: young("running")}, ME, SOON, split=THEIRS)
-    assert kinds(actions) == [kind]
-
-
-def test_a_new_deployment_is_claimed_at_once_only_by_the_twin_its_config_hashes_to() -> None:
-    assert kinds(plan([row("New")], {}, ME, SOON, split=OURS)) == ["claim"]
-    assert plan([row("New")], {}, ME, SOON, split=THEIRS) == []
-
-
-def test_a_new_deployment_left_to_a_twin_is_claimed_by_any_once_it_has_waited_too_long() -> None:
-    split = Split(THEIRS.rank, 2, overdue=frozenset({("app", 1)}))
-    assert kinds(plan([row("New")], {}, ME, SOON, split=split)) == ["claim"]
-
-
-def test_a_lone_controller_claims_everything() -> None:
-    rows = [row("New", config=f"c{i}") for i in range(8)]
-    assert len(plan(rows, {}, ME, SOON, split=Split(0, 1))) == 8
-
-
-def test_twins_split_the_claims_between_them_without_overlap() -> None:
-    rows = [row("New", config=f"c{i}") for i in range(40)]
-    shares = [{a.config for a in plan(rows, {}, ME, SOON, split=Split(rank, 3))} for rank in range(3)]
-    assert set().union(*shares) == {f"c{i}" for i in range(40)}
-    assert sum(len(share) for share in shares) == 40
-    assert all(shares)
-
-
-def test_a_new_deployment_left_to_a_twin_still_holds_back_the_next_of_its_config() -> None:
-    assert plan([row("New"), row("New", version=2)], {}, ME, SOON, split=THEIRS) == []
-
-
-# -- a twin's claim not created yet ----------------------------------------------
-
-
-def test_a_twins_claim_with_no_runtime_row_yet_is_left_to_it_to_create() -> None:
-    just = row(claimed_at=(SOON - timedelta(milliseconds=100)).isoformat())
-    assert plan([just], {}, ME, SOON, split=THEIRS) == []
-    assert kinds(plan([just], {}, ME, SOON, split=OURS)) == ["create"]
-    late = row(claimed_at=(SOON - TWIN_GRACE).isoformat())
-    assert kinds(plan([late], {}, ME, SOON, split=THEIRS)) == ["create"]
+def test_a_new_deployment_holds_back_the_next_new_one_of_its_config() -> None:
+    actions = plan([row("New"), row("New", version=2)], {}, ME, SOON)
+    assert [(a.kind, a.version) for a in actions] == [("claim", 1)]
