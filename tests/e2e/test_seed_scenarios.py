@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -393,17 +394,28 @@ def test_projection_restored_from_old_copy_never_recreates_a_deployer(
 def test_two_controllers_at_once_run_each_deployer_once(
     rollouts: Any, gt: Path, background: Callable[..., subprocess.Popen[str]]
 ) -> None:
-    """Two controller processes on one home (one leads, one stands by); 5 configs x 3 rollouts
-    issued while they run.
+    """Two controllers at once on one home: one that runs until stopped, and single passes
+    (`controller run --once`, each its own process) made over and over beside it. (A second
+    controller that runs until stopped would only stand by.) 5 configs x 3 rollouts are issued
+    while they run.
 
     Versions 1 and 2 of each config are superseded (`rollout latest
-    --supersede`) as soon as their deployer has started: claims, creates,
-    stops and slot releases follow each other closely; version 3 completes.
+    --supersede`) as soon as their deployer has started, so the controllers
+    race on claims, creates, stops and slot releases; version 3 completes.
     """
     names = [f"app{i}" for i in range(5)]
     for name in names:
         make_config(rollouts, name, deployer_argv(gt, sleep=1.0))
-    controllers = [background("controller", "run", "--interval", "0.05", "--timeout", "60") for _ in range(2)]
+    controllers = [background("controller", "run", "--interval", "0.05", "--timeout", "60")]
+    done = threading.Event()
+    passes: list[Any] = []
+
+    def race() -> None:
+        while not done.is_set():
+            passes.append(rollouts.sh("controller", "run", "--once"))
+
+    racer = threading.Thread(target=race)
+    racer.start()
     for version in (1, 2, 3):
         for name in names:
             if version > 1:  # supersede the previous version once its deployer runs
@@ -413,8 +425,11 @@ def test_two_controllers_at_once_run_each_deployer_once(
             assert result.stdout.strip() == str(version)
     for name in names:
         wait_phase(rollouts, name, "Complete", "Failed", timeout=30)
+    done.set()
+    racer.join()
     for proc in controllers:
         stop(proc)
+    assert passes and all(p.exit_code == 0 for p in passes), [p.stderr for p in passes if p.exit_code]
 
     for name in names:
         rows = history(rollouts, name)
