@@ -187,7 +187,7 @@ class Controller:
             woke = False
             if not acted:
                 # A new event or a deployer's news ends the wait early; changes that keep bringing
-                # nothing to do (a twin's work) are heeded less and less often, up to the interval.
+                # nothing to do (another controller's work) are heeded less and less often, up to the interval.
                 woke = watch.wait(self.stopping, interval, settle=min(interval, watch.every * (2**idle - 1)))
 
     def _lead(self, deadline: float | None) -> bool:
