@@ -149,7 +149,7 @@ class Controller:
         if not once and not until_idle:  # a controller that runs until stopped: one of a home works
             self.twins = Twins(self.runtime.folder / "controllers")
         try:
-            if self.twins is not None and not self._lead(deadline):
+            if self.twins is not None and not self._lead(self.twins, deadline):
                 return 0
             if not once:
                 self._warm_up()
@@ -190,12 +190,12 @@ class Controller:
                 # nothing to do (another controller's work) are heeded less and less often, up to the interval.
                 woke = watch.wait(self.stopping, interval, settle=min(interval, watch.every * (2**idle - 1)))
 
-    def _lead(self, deadline: float | None) -> bool:
+    def _lead(self, twins: Twins, deadline: float | None) -> bool:
         """Stand by while a twin leads (it does all the work); False if stopped or out of time first."""
         told = False
-        while not self.twins.lead():  # type: ignore[union-attr]
+        while not twins.lead():
             if not told:
-                self.log(f"standing by: another controller of this home leads ({self.twins.running()} run)")  # type: ignore[union-attr]
+                self.log(f"standing by: another controller of this home leads ({twins.running()} run)")
                 told = True
             if self.stopping.wait(STANDBY_S) or (deadline is not None and time.monotonic() >= deadline):
                 return False
