@@ -28,6 +28,7 @@ def store_env(home: Home, store: str | None) -> dict[str, str]:
         return {
             **CACHE,
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "APPLICATION_RECORDER_TOPIC": "adapters.recorders:ChainedSQLiteRecorder",
             "SQLITE_DBNAME": str(home.events_db),
             "SQLITE_LOCK_TIMEOUT": "10",
         }
@@ -35,6 +36,7 @@ def store_env(home: Home, store: str | None) -> dict[str, str]:
     return {
         **CACHE,
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "APPLICATION_RECORDER_TOPIC": "adapters.recorders:ChainedPostgresRecorder",
         "POSTGRES_DBNAME": url.dbname,
         "POSTGRES_HOST": url.host,
         "POSTGRES_PORT": str(url.port),

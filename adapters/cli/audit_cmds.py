@@ -86,11 +86,12 @@ def events(
 @output_option
 @pass_state
 def audit(state: State, name: str | None, output: str) -> None:
-    """Check what the log shows of the invariants I1-I3; exit 1 on a violation.
+    """Check what the log shows of the invariants I1-I3 and I8; exit 1 on a violation.
 
     I1: each deployer (deployment, attempt, hook try) claimed and created at
     most once. I2: at most one active deployment per config at every point
     of the log. I3: phases only move forward, except by an explicit retry.
+    I8: the hash chain holds (as `rollouts log verify` checks it).
 
     \b
     Example:
@@ -112,7 +113,8 @@ def audit(state: State, name: str | None, output: str) -> None:
     total = db.execute(
         "SELECT count(*) FROM events" + (" WHERE config = ?" if name else ""), [name] if name else []
     ).fetchone()[0]
-    violations = [v.as_dict() for v in result.violations]
+    violations = [v.as_dict() for v in result.violations] + _chain_breaks(state)
+    violations.sort(key=lambda v: v["position"])
     if output == "json":
         emit_json({"ok": not violations, "events": total, "violations": violations})
     elif violations:
@@ -121,6 +123,14 @@ def audit(state: State, name: str | None, output: str) -> None:
                 f"VIOLATION {v['rule']} at position {v['position']} ({v['config']} v{v['version']}): {v['message']}"
             )
     else:
-        click.echo(f"ok: {total} events checked, no violation of I1-I3")
+        click.echo(f"ok: {total} events checked, no violation of I1-I3 or I8")
     if violations:
         raise click.exceptions.Exit(1)
+
+
+def _chain_breaks(state: State) -> list[dict[str, Any]]:
+    """Where the log's hash chain breaks (I8), as audit violations."""
+    from adapters.chain import verify_log
+
+    breaks = verify_log(state.recorder).breaks
+    return [{"position": b.position, "config": None, "version": None, "rule": "I8", "message": b.problem} for b in breaks]

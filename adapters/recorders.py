@@ -1,0 +1,211 @@
+"""The library's recorders, extended: every insert chains its events' hashes, and a log knows its id.
+
+The hashes go to a table of their own (`rollouts_chain`: position, hash), written in the very
+transaction that inserts the events. The previous hash is read there too, after the insert: on
+SQLite the insert holds the database's write lock, on PostgreSQL the library's LOCK TABLE ... IN
+EXCLUSIVE MODE, so no other writer can slip an event in between. The log's id (`rollouts_log`) is
+written once, when the tables are created (opens are serialised by the home's lock or an advisory
+lock), never on an ordinary open.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder
+from psycopg.sql import SQL, Identifier
+
+from adapters import chain
+
+CHAIN_TABLE = "rollouts_chain"
+LOG_TABLE = "rollouts_log"
+_BATCH = 5_000
+
+
+class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
+    """SQLite: events, their hashes and the log's id in one file."""
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [
+            *super().construct_create_table_statements(),
+            f"CREATE TABLE IF NOT EXISTS {CHAIN_TABLE} (position INTEGER PRIMARY KEY, hash TEXT NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {LOG_TABLE} (log_id TEXT NOT NULL, created_at TEXT NOT NULL)",
+        ]
+
+    def create_table(self) -> None:
+        super().create_table()
+        if self.log_id() is None:
+            with self.datastore.transaction(commit=True) as c:
+                c.execute(f"INSERT INTO {LOG_TABLE} VALUES (?, datetime('now'))", (uuid.uuid4().hex,))
+
+    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        ids = super()._insert_events(c, stored_events, **kwargs)
+        if ids:
+            self._chain(c, ids, stored_events)
+        return ids
+
+    def _chain(self, c: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent]) -> None:
+        c.execute(f"SELECT position, hash FROM {CHAIN_TABLE} ORDER BY position DESC LIMIT 1")
+        last = c.fetchone()
+        after, previous = (last[0], last[1]) if last else (0, chain.ZERO)
+        c.execute(
+            f"SELECT originator_id, originator_version, topic, state FROM {self.events_table_name}"
+            " WHERE rowid > ? AND rowid < ? ORDER BY rowid",
+            (after, ids[0]),
+        )
+        previous = chain.fold(previous, c.fetchall())  # events before the chain (or written without it)
+        records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
+        rows = zip(ids, chain.hashes_after(previous, records), strict=True)
+        c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", list(rows))
+
+    def log_id(self) -> str | None:
+        return _first(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
+
+    def chained_rows(self) -> Iterator[tuple[int, str, int, str, bytes, str | None]]:
+        """Every event in position order with its stored hash (None when it has none)."""
+        sql = (
+            f"SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
+            f" FROM {self.events_table_name} e LEFT JOIN {CHAIN_TABLE} h ON h.position = e.rowid"
+            " WHERE e.rowid > ? ORDER BY e.rowid LIMIT ?"
+        )
+        after = 0
+        while True:
+            rows = self._query(sql, (after, _BATCH))
+            yield from (tuple(r) for r in rows)  # type: ignore[misc]
+            if len(rows) < _BATCH:
+                return
+            after = rows[-1][0]
+
+    def orphan_hashes(self) -> list[int]:
+        sql = (
+            f"SELECT position FROM {CHAIN_TABLE} WHERE position NOT IN"
+            f" (SELECT rowid FROM {self.events_table_name}) ORDER BY position"
+        )
+        return [r[0] for r in self._query(sql, ())]
+
+    def hash_at(self, position: int) -> str | None:
+        """The stored hash at `position`, or, for an unchained event, its recomputed one."""
+        return _first(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
+
+    def position_of(self, stream: UUID, version: int) -> int | None:
+        sql = f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? AND originator_version = ?"
+        return _first(self._query(sql, (stream.hex, version)))
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        try:
+            with self.datastore.transaction(commit=False) as c:
+                c.execute(sql, params)
+                return list(c.fetchall())
+        except Exception as error:  # noqa: BLE001 - a log made before these tables has none of them
+            if "no such table" in str(error):
+                return []
+            raise
+
+
+class ChainedPostgresRecorder(PostgresApplicationRecorder):
+    """PostgreSQL: the same two tables in the store's schema."""
+
+    def __init__(self, datastore: Any, *, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(self.datastore.schema)
+        self._chain_table = SQL("{0}.{1}").format(schema, Identifier(CHAIN_TABLE))
+        self._log_table = SQL("{0}.{1}").format(schema, Identifier(LOG_TABLE))
+        self._events = SQL("{0}.{1}").format(schema, Identifier(self.events_table_name))
+        self.sql_create_statements.append(
+            SQL("CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, hash text NOT NULL)").format(
+                self._chain_table
+            )
+        )
+        self.sql_create_statements.append(
+            SQL("CREATE TABLE IF NOT EXISTS {0} (log_id text NOT NULL, created_at timestamptz NOT NULL)").format(
+                self._log_table
+            )
+        )
+
+    def create_table(self) -> None:
+        super().create_table()
+        if self.log_id() is None:
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(SQL("INSERT INTO {0} VALUES (%s, now())").format(self._log_table), (uuid.uuid4().hex,))
+
+    def _fetch_ids_after_insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
+        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if ids:
+            self._chain(curs, ids, stored_events)
+        return ids
+
+    def _chain(self, curs: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent]) -> None:
+        curs.execute(SQL("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1").format(self._chain_table))
+        last = curs.fetchone()
+        after, previous = (last["position"], last["hash"]) if last else (0, chain.ZERO)
+        curs.execute(
+            SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {0}"
+                " WHERE notification_id > %s AND notification_id < %s ORDER BY notification_id"
+            ).format(self._events),
+            (after, ids[0]),
+        )
+        gap = [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in curs.fetchall()]
+        previous = chain.fold(previous, gap)
+        records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
+        rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
+        curs.executemany(SQL("INSERT INTO {0} (position, hash) VALUES (%s, %s)").format(self._chain_table), rows)
+
+    def log_id(self) -> str | None:
+        return _first(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
+
+    def chained_rows(self) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+        sql = SQL(
+            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
+            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.notification_id > %s ORDER BY e.notification_id LIMIT %s"
+        ).format(self._events, self._chain_table)
+        after = 0
+        while True:
+            rows = self._query(sql, (after, _BATCH))
+            yield from (tuple(r.values()) for r in rows)  # type: ignore[misc]
+            if len(rows) < _BATCH:
+                return
+            after = rows[-1]["notification_id"]
+
+    def orphan_hashes(self) -> list[int]:
+        sql = SQL(
+            "SELECT position FROM {0} h WHERE NOT EXISTS (SELECT 1 FROM {1} e WHERE e.notification_id = h.position)"
+            " ORDER BY position"
+        ).format(self._chain_table, self._events)
+        return [r["position"] for r in self._query(sql, ())]
+
+    def hash_at(self, position: int) -> str | None:
+        return _first(self._query(SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table), (position,)))
+
+    def position_of(self, stream: UUID, version: int) -> int | None:
+        sql = SQL("SELECT notification_id FROM {0} WHERE originator_id = %s AND originator_version = %s").format(
+            self._events
+        )
+        return _first(self._query(sql, (stream, version)))
+
+    def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
+        import psycopg
+
+        try:
+            with self.datastore.transaction(commit=False) as curs:
+                curs.execute(sql, params)
+                return list(curs.fetchall())
+        except psycopg.errors.UndefinedTable:
+            return []
+        except Exception as error:  # noqa: BLE001 - the library wraps the driver's errors
+            if "does not exist" in str(error):
+                return []
+            raise
+
+
+def _first(rows: list[Any]) -> Any:
+    if not rows:
+        return None
+    row = rows[0]
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
