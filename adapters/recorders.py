@@ -181,7 +181,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         return [r["position"] for r in self._query(sql, ())]
 
     def hash_at(self, position: int) -> str | None:
-        return _first(self._query(SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table), (position,)))
+        return _first(
+            self._query(SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table), (position,))
+        )
 
     def position_of(self, stream: UUID, version: int) -> int | None:
         sql = SQL("SELECT notification_id FROM {0} WHERE originator_id = %s AND originator_version = %s").format(

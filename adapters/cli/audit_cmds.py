@@ -133,4 +133,6 @@ def _chain_breaks(state: State) -> list[dict[str, Any]]:
     from adapters.chain import verify_log
 
     breaks = verify_log(state.recorder).breaks
-    return [{"position": b.position, "config": None, "version": None, "rule": "I8", "message": b.problem} for b in breaks]
+    return [
+        {"position": b.position, "config": None, "version": None, "rule": "I8", "message": b.problem} for b in breaks
+    ]
