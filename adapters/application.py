@@ -209,3 +209,17 @@ class RolloutsApp(Application[UUID]):
             return [config], None
 
         self.decide(decision)
+
+    def rebind_home(self, claimant: str, old: tuple[str | None, int | None], head: int, meta: dict[str, Any]) -> None:
+        """Record that the home of `claimant` now follows this log as it stands at `head` (an audited event)."""
+        from domain.home import Home, home_id
+
+        def decision() -> Decision[None]:
+            try:
+                home = self.repository.get(home_id(claimant))
+            except AggregateNotFoundError:
+                home = Home(claimant=claimant, meta=meta)
+            home.rebind(old[0], old[1], self.recorder.log_id(), head, meta)
+            return [home], None
+
+        self.decide(decision)

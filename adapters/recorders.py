@@ -25,6 +25,7 @@ from adapters import chain
 CHAIN_TABLE = "rollouts_chain"
 LOG_TABLE = "rollouts_log"
 _BATCH = 5_000
+CLAIM_TOPIC = "%.DeployerClaimed"
 
 
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
@@ -88,13 +89,14 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         )
         return [r[0] for r in self._query(sql, ())]
 
-    def hash_at(self, position: int) -> str | None:
-        """The stored hash at `position`, or, for an unchained event, its recomputed one."""
-        return _first(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
-
-    def position_of(self, stream: UUID, version: int) -> int | None:
-        sql = f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? AND originator_version = ?"
-        return _first(self._query(sql, (stream.hex, version)))
+    def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
+        """Position and hash of the stream's latest DeployerClaimed event (the claim its deployer runs for)."""
+        sql = (
+            f"SELECT e.rowid, h.hash FROM {self.events_table_name} e LEFT JOIN {CHAIN_TABLE} h ON h.position = e.rowid"
+            f" WHERE e.originator_id = ? AND e.topic LIKE ? ORDER BY e.originator_version DESC LIMIT 1"
+        )
+        rows = self._query(sql, (stream.hex, CLAIM_TOPIC))
+        return (rows[0][0], rows[0][1]) if rows else None
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         try:
@@ -180,16 +182,13 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         ).format(self._chain_table, self._events)
         return [r["position"] for r in self._query(sql, ())]
 
-    def hash_at(self, position: int) -> str | None:
-        return _first(
-            self._query(SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table), (position,))
-        )
-
-    def position_of(self, stream: UUID, version: int) -> int | None:
-        sql = SQL("SELECT notification_id FROM {0} WHERE originator_id = %s AND originator_version = %s").format(
-            self._events
-        )
-        return _first(self._query(sql, (stream, version)))
+    def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
+        sql = SQL(
+            "SELECT e.notification_id, h.hash FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.originator_id = %s AND e.topic LIKE %s ORDER BY e.originator_version DESC LIMIT 1"
+        ).format(self._events, self._chain_table)
+        rows = self._query(sql, (stream, CLAIM_TOPIC))
+        return (rows[0]["notification_id"], rows[0]["hash"]) if rows else None
 
     def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
         import psycopg

@@ -16,6 +16,7 @@ COMMANDS = {
     "rollout": ("adapters.cli.rollout_cmds", "rollout", "Trigger, cancel, retry, undo and watch rollouts."),
     "events": ("adapters.cli.audit_cmds", "events", "List the events of the log, filtered."),
     "audit": ("adapters.cli.audit_cmds", "audit", "Check the whole history for broken invariants."),
+    "home": ("adapters.cli.home_cmds", "home", "Bind the home to the log as it is now (after a restore)."),
     "log": ("adapters.cli.log_cmds", "log", "Verify the log's hash chain (tamper evidence)."),
     "projections": ("adapters.cli.projection_cmds", "projections", "Show and rebuild the read models."),
     "controller": ("adapters.cli.controller_cmds", "controller", "Run the reconciler that starts deployers."),

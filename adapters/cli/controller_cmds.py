@@ -69,7 +69,16 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
         state.home.path, heartbeat_max_age=lease_seconds() / 2 if state.store else None, cache_kib=SQLITE_CACHE_KIB
     )
     try:
-        ctl = Controller(app, state.projections, runtime, claimant_id(state.home), state.actor, os.getcwd(), log)
+        ctl = Controller(
+            app,
+            state.projections,
+            runtime,
+            claimant_id(state.home),
+            state.actor,
+            os.getcwd(),
+            log,
+            check_log=lambda: state.check_log(app.recorder),
+        )
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
     finally:
         runtime.close()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,6 +22,8 @@ class State:
         self.store = store or None
         self.actor = actor
         self.cache_kib: int | None = None  # per projection connection, for a long-lived process
+        self.accept_any_log = False  # `home rebind` alone acts on a log the home is not bound to
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None  # views of a log the home is not bound to
         if self.store:
             from adapters.store_url import parse_store
 
@@ -26,10 +31,17 @@ class State:
 
     @cached_property
     def app(self) -> Any:
+        """The application, for commands that write or reconcile: refused on a log this home is not bound to."""
+        from adapters.binding import HomeBoundElsewhere
         from adapters.eventstore import open_app
 
         self.home.ensure()
-        return open_app(self.home, self.store)
+        app = open_app(self.home, self.store)
+        problem = None if self.accept_any_log else self.log_problem(app.recorder)
+        if problem is not None:
+            app.close()
+            raise HomeBoundElsewhere(problem)
+        return app
 
     @cached_property
     def recorder(self) -> Any:
@@ -43,11 +55,18 @@ class State:
 
     @cached_property
     def projections(self) -> Any:
+        """The views; on a log this home is not bound to, scratch views built for this command alone."""
         from adapters.log_source import RecorderSource
         from projections.store import ProjectionStore
 
+        folder = self.home.projections
+        problem = self.log_problem(self.recorder)
+        if problem is not None:
+            click.echo(f"warning: {problem}; answering from scratch views", err=True)
+            self._scratch = tempfile.TemporaryDirectory(prefix="rollouts-views-")
+            folder = Path(self._scratch.name)
         return ProjectionStore(
-            self.home.projections,
+            folder,
             RecorderSource(self.recorder),
             frozen=os.environ.get("ROLLOUTS_FREEZE_PROJECTIONS") == "1",
             warn=lambda text: click.echo(f"warning: {text}", err=True),
@@ -66,9 +85,45 @@ class State:
 
         return new_meta(self.actor, **extra)
 
+    def log_problem(self, recorder: Any) -> str | None:
+        """Why this home must not act on the store's log (another log, or one that went back), if it must not."""
+        from adapters import binding
+
+        if self.accept_any_log:
+            return None
+        if "_problem" not in self.__dict__:
+            bound = binding.load(self.home.runtime)
+            self._log = (recorder.log_id(), recorder.max_notification_id() or 0)
+            self._problem = None if bound is None else bound.problem(*self._log, self.home.path)
+        return self._problem
+
+    def check_log(self, recorder: Any) -> None:
+        """For a long-lived command (the controller): check the binding again, and remember the head."""
+        from adapters import binding
+
+        self.__dict__.pop("_problem", None)
+        problem = self.log_problem(recorder)
+        if problem is not None:
+            raise binding.HomeBoundElsewhere(problem)
+        binding.record(self.home.runtime, *self._log)
+
+    def _remember_head(self) -> None:
+        """A command that used the log on a home bound to it raises the position the home has seen."""
+        from adapters import binding
+
+        if self.__dict__.get("_problem", True) is not None or not self.home.runtime.is_dir():
+            return
+        recorder = self.app.recorder if "app" in self.__dict__ else self.__dict__.get("recorder")
+        if recorder is not None:
+            binding.record(self.home.runtime, recorder.log_id(), recorder.max_notification_id() or 0)
+
     def close(self) -> None:
+        with contextlib.suppress(Exception):  # noqa: BLE001 - remembering is best effort; the next check decides
+            self._remember_head()
         if "projections" in self.__dict__:
             self.projections.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
         if "app" in self.__dict__:
             self.app.close()
         elif "recorder" in self.__dict__:

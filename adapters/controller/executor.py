@@ -11,7 +11,7 @@ from typing import Any
 from adapters.application import WriteConflict
 from adapters.controller import commands
 from adapters.controller.plan import REPORTS, Action, is_gone
-from adapters.runtime.local import DeployerExists, LocalRuntime
+from adapters.runtime.local import UNKNOWN_CLAIM, DeployerExists, LocalRuntime
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 
@@ -82,7 +82,7 @@ class Executor:
     def _create_all(self, creates: Sequence[Action]) -> list[tuple[tuple[Action, ...], Exception]]:
         """The creates of committed claims, each checked against the log first, their runtime rows
         inserted together (one sync to disk) where the runtime can (LocalRuntime.batched)."""
-        ready: list[tuple[Action, int, list[str], dict[str, str]]] = []
+        ready: list[tuple[Action, int, list[str], dict[str, str], str]] = []
         failures: list[tuple[tuple[Action, ...], Exception]] = []
         for a in creates:
             try:
@@ -112,8 +112,17 @@ class Executor:
 
     def _change(self, batch: Sequence[Action], meta: dict[str, Any]) -> commands.Report:
         changes = [self._reported(a, meta) for a in batch]
-        # Each report checks the deployment as the ones before it left it; all of them are applied.
-        return lambda d: any([change(d) for change in changes])
+        name: str = batch[0].name  # type: ignore[assignment]
+        row = self.runtime.get(name) if name else None
+
+        def change(d: Deployment) -> bool:
+            foreign = self._foreign(d, name, row)
+            if foreign is not None:  # never taken for ours (I7): the deployment fails, and says why
+                return d.report_lost(name, foreign, meta)
+            # Each report checks the deployment as the ones before it left it; all of them are applied.
+            return any([change(d) for change in changes])
+
+        return change
 
     # -- actions -------------------------------------------------------------
 
@@ -133,16 +142,17 @@ class Executor:
         if launch is not None:
             self._runtime_create(*launch)
 
-    def _launch(self, a: Action) -> tuple[Action, int, list[str], dict[str, str]] | None:
+    def _launch(self, a: Action) -> tuple[Action, int, list[str], dict[str, str], str] | None:
         """What to create for `a`, if the log says it is the current, uncreated step of our claim."""
         deployment = commands.current_step(self.app, a.config, a.version, a.name, self.claimant)  # type: ignore[arg-type]
         if deployment is None:
             return None
         argv, env = launch_spec(deployment, os.environ)
-        return a, deployment.attempt, argv, env
+        return a, deployment.attempt, argv, env, self.claim_token(deployment)
 
-    def _runtime_create(self, a: Action, attempt: int, argv: list[str], env: dict[str, str]) -> None:
-        # DeployerExists: created before (by us before a crash, or by a twin controller): reported all the same.
+    def _runtime_create(self, a: Action, attempt: int, argv: list[str], env: dict[str, str], claim: str) -> None:
+        # DeployerExists: created before (by us before a crash, or by a twin controller): reported all the same,
+        # if the row names our claim (else it is a deployer of another history, and the report says so).
         with contextlib.suppress(DeployerExists):
             self.runtime.create(
                 a.name,  # type: ignore[arg-type]
@@ -152,7 +162,28 @@ class Executor:
                 argv=argv,
                 env=env,
                 cwd=self.cwd,
+                claim=claim,
             )
+
+    def claim_token(self, deployment: Deployment) -> str:
+        """The claim a runtime row must name to be this attempt's deployer (I7): the log's id, and the
+        position and hash of the attempt's DeployerClaimed event. Deployment and attempt alone are not
+        enough: an older copy of the same log, or another log, reuses them."""
+        recorder = self.app.recorder
+        position, digest = recorder.claim_of(deployment.id) or (0, None)
+        return f"{recorder.log_id()}:{position}:{digest or ''}"
+
+    def _foreign(self, deployment: Deployment, name: str, row: Any) -> str | None:
+        """Why the runtime row holding `name` is not this deployment's deployer, or None if it is."""
+        if row is None or row.claim is None or not deployment.is_current(name):
+            return None  # no row, or one made before claims were recorded (adopted until a rebind)
+        if row.claim == self.claim_token(deployment):
+            return None
+        made_for = "no claim this home can match" if row.claim == UNKNOWN_CLAIM else f"claim {row.claim}"
+        return (
+            f"the name is held by a runtime row that no claim of this log made (made for {made_for});"
+            " retry opens a new attempt"
+        )
 
     @staticmethod
     def _reported(a: Action, meta: dict[str, Any]) -> commands.Report:

@@ -61,8 +61,10 @@ class Controller:
         actor: str,
         cwd: str,
         log: Log | None = None,
+        check_log: Callable[[], None] | None = None,
     ) -> None:
         self.app = app
+        self.check_log = check_log or (lambda: None)  # raises when the log is no longer the home's
         self.projections = projections
         self.runtime = runtime
         self.claimant = claimant
@@ -78,6 +80,7 @@ class Controller:
 
     def reconcile(self) -> tuple[int, int]:
         """One pass; returns (open deployments seen, actions taken)."""
+        self.check_log()
         self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
         rows = list(self.projections.db("desired").query(OPEN_ROWS))

@@ -35,23 +35,24 @@ _SCHEMA = (
         creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
         pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
         log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
-        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL)""",
+        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL, claim TEXT)""",
     "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
     "CREATE INDEX IF NOT EXISTS deployers_unended ON deployers (name) WHERE ended_at IS NULL",
 )
 # Columns added after the first release, for runtime tables created before them.
-_ADDED_COLUMNS = {"stop_deadline": "REAL"}
+_ADDED_COLUMNS = {"stop_deadline": "REAL", "claim": "TEXT"}
 _OBSERVED = (
-    "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned FROM deployers"
+    "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned, claim"
+    " FROM deployers"
 )
 _ACTIVE = " WHERE state IN ('created', 'running')"
 _ACTIVE_NAMES = "SELECT name FROM deployers" + _ACTIVE
 _ORDER = " ORDER BY created_at, name"
 _INSERT = (
     "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, cwd,"
-    " creator_pid, creator_start, log_path, created_at) VALUES (:name, :config,"
+    " creator_pid, creator_start, log_path, created_at, claim) VALUES (:name, :config,"
     " :revision, :attempt, 'created', :argv, :env, :cwd, :creator_pid, :creator_start,"
-    " :log_path, :created_at)"
+    " :log_path, :created_at, :claim)"
 )
 _TOMBSTONE = (
     "INSERT OR IGNORE INTO deployers (name, config, revision, attempt, state, reason,"
@@ -83,10 +84,16 @@ class Observed:
     created_at: str
     ended_at: str | None
     pruned: bool
+    # The claim it was created for: "LOG_ID:POSITION:HASH" of its DeployerClaimed event (I7); None on
+    # rows made before claims were recorded, UNKNOWN_CLAIM once a rebind disowned those.
+    claim: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Observed:
         return cls(**{**dict(row), "pruned": bool(row["pruned"])})
+
+
+UNKNOWN_CLAIM = "unknown"
 
 
 class DeployerExists(Exception):
@@ -186,6 +193,7 @@ class LocalRuntime:
         argv: list[str],
         env: dict[str, str],
         cwd: str,
+        claim: str | None = None,
     ) -> None:
         """Insert the row (committed before anything runs), then start the shim.
 
@@ -207,6 +215,7 @@ class LocalRuntime:
             "creator_start": procs.start_time_of(me),
             "log_path": str(self.log_path(name)),
             "created_at": utc_now(),
+            "claim": claim,
         }
         with self._lock:
             if self._batch is not None:
@@ -329,6 +338,11 @@ class LocalRuntime:
         row = (name, config, revision, attempt, reason, now, now)
         with self._tx() as db:
             return db.execute(_TOMBSTONE, row).rowcount == 1
+
+    def disown_unclaimed(self) -> int:
+        """Rows made before claims were recorded can no longer be matched to one (after a rebind): never adopt them."""
+        with self._tx() as db:
+            return db.execute("UPDATE deployers SET claim = ? WHERE claim IS NULL", (UNKNOWN_CLAIM,)).rowcount
 
     def list(self, *, include_pruned: bool = False) -> list[Observed]:
         return self._select("" if include_pruned else " WHERE pruned = 0")

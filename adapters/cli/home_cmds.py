@@ -1,0 +1,66 @@
+"""`rollouts home rebind`: accepting, on the record, the log as it now is after it went back or changed."""
+
+from __future__ import annotations
+
+import shutil
+
+import click
+
+from adapters.cli.state import State, pass_state
+
+
+@click.group()
+def home() -> None:
+    """The home's binding to its event log.
+
+    \b
+    Example:
+      rollouts home rebind
+    """
+
+
+@home.command()
+@pass_state
+def rebind(state: State) -> None:
+    """Bind this home to the store's log as it is now, and rebuild its views.
+
+    A home's views and deployers were made from one log. When the store holds
+    another log (another --store or schema, a replaced events.db) or the log
+    went back (a backup put back, a truncated tail), commands that write or
+    reconcile refuse with exit 5. After checking the log (`rollouts log
+    verify`), this records who rebound the home from which log and position
+    to which (an event in the log), drops the views and rebuilds them.
+    Deployers the runtime holds that no claim of this log made are never
+    taken for this log's: a deployment whose deployer name one of them holds
+    fails, saying so, and `rollout retry` opens a new attempt.
+
+    \b
+    Example:
+      rollouts log verify && rollouts home rebind
+    """
+    from adapters import binding
+    from adapters.controller.loop import claimant_id
+    from adapters.runtime.local import LocalRuntime
+
+    state.accept_any_log = True
+    app = state.app
+    old = binding.load(state.home.runtime)
+    head = app.recorder.max_notification_id() or 0
+    app.rebind_home(claimant_id(state.home), (old.log_id, old.seen) if old else (None, None), head, state.meta())
+    runtime = LocalRuntime(state.home.path)
+    try:
+        disowned = runtime.disown_unclaimed()
+    finally:
+        runtime.close()
+    shutil.rmtree(state.home.projections, ignore_errors=True)
+    state.home.ensure()
+    bound = binding.record(
+        state.home.runtime, app.recorder.log_id(), app.recorder.max_notification_id() or 0, replace=True
+    )
+    state.read("desired", "history", "audit")
+    was = f"log {old.log_id} seen up to position {old.seen}" if old else "no log"
+    click.echo(
+        f"home {state.home.path} bound to log {bound.log_id} at position {bound.seen} (was {was}); views rebuilt"
+    )
+    if disowned:
+        click.echo(f"{disowned} deployer(s) made before claims were recorded will not be adopted")
