@@ -43,7 +43,9 @@ class Log:
 
     def delete(self, position: int) -> None:
         self.execute(
-            "DELETE FROM stored_events WHERE rowid = ?", "DELETE FROM rollouts_events WHERE notification_id = ?", position
+            "DELETE FROM stored_events WHERE rowid = ?",
+            "DELETE FROM rollouts_events WHERE notification_id = ?",
+            position,
         )
 
     def swap(self, position: int) -> None:
@@ -66,7 +68,9 @@ class Log:
 
     def truncate_after(self, position: int) -> None:
         self.execute(
-            "DELETE FROM stored_events WHERE rowid > ?", "DELETE FROM rollouts_events WHERE notification_id > ?", position
+            "DELETE FROM stored_events WHERE rowid > ?",
+            "DELETE FROM rollouts_events WHERE notification_id > ?",
+            position,
         )
         self.execute(
             "DELETE FROM rollouts_chain WHERE position > ?", "DELETE FROM rollouts_chain WHERE position > ?", position
