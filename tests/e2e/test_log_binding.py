@@ -1,0 +1,117 @@
+"""A home is bound to one log: another log, or one that went back, is refused until `home rebind` (7.1, I7)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.conftest import Rollouts
+from tests.integration.test_hash_chain import Log
+
+
+def rollout(rollouts: Rollouts, code: int = 0) -> None:
+    assert rollouts.sh("rollout", "latest", "web").exit_code == 0
+    result = rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q")
+    assert result.exit_code == code, result.stderr
+
+
+def setup(rollouts: Rollouts, tmp_path: Path) -> Path:
+    marker = tmp_path / "ran"
+    command = ["sh", "-c", f'echo "$ROLLOUT_DEPLOYER" >> {marker}']
+    assert rollouts.sh("config", "create", "web", "--", *command).exit_code == 0
+    rollout(rollouts)
+    return marker
+
+
+def refused(rollouts: Rollouts, *args: str, says: str) -> None:
+    before = rollouts.sh("log", "verify", "-o", "json").stdout
+    result = rollouts.sh(*args)
+    assert result.exit_code == 5, (args, result)
+    assert result.stderr.startswith("error:") and says in result.stderr and result.stderr.count("\n") == 1
+    assert rollouts.sh("log", "verify", "-o", "json").stdout == before  # nothing appended
+
+
+def test_a_log_put_back_from_a_backup_is_refused_and_its_reused_names_never_complete(
+    rollouts: Rollouts, tmp_path: Path
+) -> None:
+    marker = setup(rollouts, tmp_path)
+    backup = tmp_path / "backup.db"
+    shutil.copy(rollouts.home / "events.db", backup)  # a backup at version 1 (the WAL was checkpointed)
+    rollout(rollouts)  # version 2 runs web-2-deploy-1
+    assert marker.read_text().split() == ["web-1-deploy-1", "web-2-deploy-1"]
+
+    for side in ("-wal", "-shm"):
+        (rollouts.home / f"events.db{side}").unlink(missing_ok=True)
+    shutil.copy(backup, rollouts.home / "events.db")
+
+    refused(rollouts, "rollout", "latest", "web", says="the log went back")
+    refused(rollouts, "controller", "run", "--once", says="the log went back")
+    status = rollouts.sh("rollout", "status", "web")
+    assert status.exit_code == 0 and "scratch views" in status.stderr
+    assert status.stdout.strip() == "web version 1 (attempt 1): Complete"  # what this log says, not the old views
+    assert rollouts.sh("events").exit_code == 0
+    assert rollouts.sh("audit").exit_code == 0
+
+    rebound = rollouts.sh("home", "rebind")
+    assert rebound.exit_code == 0, rebound.stderr
+    events = json.loads(rollouts.sh("events", "--type", "Rebound", "-o", "json").stdout)
+    assert len(events) == 1 and events[0]["actor"] == "tester@test"
+    assert events[0]["data"]["old_seen"] > events[0]["data"]["head"]
+
+    rollout(rollouts)  # version 2 again in this history: the runtime still holds web-2-deploy-1
+    history = json.loads(rollouts.sh("rollout", "history", "web", "--revision", "2", "-o", "json").stdout)
+    assert history[0]["phase"] == "Failed"
+    assert "no claim of this log made" in history[0]["reason"]
+    assert marker.read_text().split() == ["web-1-deploy-1", "web-2-deploy-1"]  # nothing ran for it
+
+    assert rollouts.sh("rollout", "retry", "web").exit_code == 0
+    assert rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert rollouts.sh("rollout", "status", "web").stdout.strip() == "web version 2 (attempt 2): Complete"
+    assert marker.read_text().split() == ["web-1-deploy-1", "web-2-deploy-1", "web-2-deploy-2"]
+    assert rollouts.sh("audit").exit_code == 0
+
+
+def test_an_emptied_event_store_is_another_log(rollouts: Rollouts, tmp_path: Path) -> None:
+    setup(rollouts, tmp_path)
+    for name in ("events.db", "events.db-wal", "events.db-shm"):
+        (rollouts.home / name).unlink(missing_ok=True)
+    refused(rollouts, "config", "create", "api", "--", "true", says="belongs to log")
+    refused(rollouts, "controller", "run", "--once", says="belongs to log")
+
+
+def test_one_home_pointed_at_two_postgres_schemas_refuses_the_second(
+    rollouts: Rollouts, tmp_path: Path, postgres_url: str
+) -> None:
+    rollouts.env["ROLLOUTS_STORE"] = rollouts.store = postgres_url
+    setup(rollouts, tmp_path)
+    first = rollouts.sh("log", "verify", "-o", "json").stdout
+    other = postgres_url + "x"  # another schema of the same database
+    try:
+        rollouts.env["ROLLOUTS_STORE"] = rollouts.store = other
+        refused(rollouts, "config", "create", "api", "--", "true", says="belongs to log")
+        refused(rollouts, "controller", "run", "--once", says="belongs to log")
+    finally:
+        import psycopg
+
+        from tests.conftest import POSTGRES
+
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other.split("schema=")[1]}" CASCADE')
+    rollouts.env["ROLLOUTS_STORE"] = rollouts.store = postgres_url
+    assert rollouts.sh("log", "verify", "-o", "json").stdout == first
+    assert rollouts.sh("rollout", "latest", "web").exit_code == 0  # its own log is still fine
+
+
+def test_a_truncated_postgres_log_is_refused_until_rebind(rollouts: Rollouts, tmp_path: Path, postgres_url: str) -> None:
+    rollouts.env["ROLLOUTS_STORE"] = rollouts.store = postgres_url
+    marker = setup(rollouts, tmp_path)
+    head = json.loads(rollouts.sh("log", "verify", "-o", "json").stdout)["head"]
+    rollout(rollouts)
+    Log(rollouts).truncate_after(head)
+    refused(rollouts, "rollout", "latest", "web", says="the log went back")
+    assert rollouts.sh("home", "rebind").exit_code == 0
+    rollout(rollouts)
+    assert marker.read_text().split() == ["web-1-deploy-1", "web-2-deploy-1"]
+    status = rollouts.sh("rollout", "status", "web")
+    assert status.exit_code == 1 and "no claim of this log made" in status.stdout

@@ -1,0 +1,75 @@
+"""The hash chain's rules, without a store: what is hashed, and what a walk reports."""
+
+from __future__ import annotations
+
+import uuid
+
+from adapters import chain
+
+STREAM = uuid.uuid4()
+
+
+def records(n: int) -> list[tuple[uuid.UUID, int, str, bytes]]:
+    return [(STREAM, i, "domain.deployment:Deployment.Created", f'{{"n":{i}}}'.encode()) for i in range(1, n + 1)]
+
+
+def rows(recs: list[tuple[uuid.UUID, int, str, bytes]], hashed_from: int = 0) -> list[tuple]:
+    """Positions 1..n, hashes stored from position `hashed_from + 1` on (the ones before are unchained)."""
+    legacy = chain.fold(chain.ZERO, recs[:hashed_from])
+    hashes = [None] * hashed_from + list(chain.hashes_after(legacy, recs[hashed_from:]))
+    return [(i + 1, *r, h) for i, (r, h) in enumerate(zip(recs, hashes, strict=True))]
+
+
+def test_a_hash_covers_every_stored_field_and_the_one_before() -> None:
+    base = chain.link(chain.ZERO, STREAM, 1, "t", b"x")
+    assert base == chain.link(chain.ZERO, str(STREAM), 1, "t", b"x")  # dashed or not, one stream id
+    changed = [
+        chain.link("1" * 64, STREAM, 1, "t", b"x"),
+        chain.link(chain.ZERO, uuid.uuid4(), 1, "t", b"x"),
+        chain.link(chain.ZERO, STREAM, 2, "t", b"x"),
+        chain.link(chain.ZERO, STREAM, 1, "u", b"x"),
+        chain.link(chain.ZERO, STREAM, 1, "t", b"y"),
+    ]
+    assert base not in changed and len(set(changed)) == len(changed)
+
+
+def test_an_intact_chain_verifies_with_its_head() -> None:
+    verdict = chain.verify(rows(records(5)), keep=3)
+    assert verdict.ok and verdict.events == 5 and verdict.head == 5 and verdict.unchained == 0
+    assert verdict.head_hash == chain.fold(chain.ZERO, records(5))
+    assert verdict.hash_at == {3: chain.fold(chain.ZERO, records(3))}
+
+
+def test_an_edit_is_reported_where_it_is_and_only_there() -> None:
+    table = rows(records(6))
+    position, stream, version, topic, _, stored = table[2]
+    table[2] = (position, stream, version, topic, b"edited", stored)
+    assert [b.position for b in chain.verify(table).breaks] == [3]
+
+
+def test_a_removed_event_breaks_the_next_one_and_its_orphan_hash_is_named() -> None:
+    table = rows(records(6))
+    del table[3]
+    assert [b.position for b in chain.verify(table, orphans=[4]).breaks] == [4, 5]
+
+
+def test_swapped_events_are_reported() -> None:
+    table = rows(records(6))
+    (p1, *a), (p2, *b) = table[1], table[2]
+    table[1], table[2] = (p1, *b[:-1], a[-1]), (p2, *a[:-1], b[-1])  # contents swapped, hashes left in place
+    assert [b.position for b in chain.verify(table).breaks] == [2, 3]
+
+
+def test_an_event_without_a_hash_after_the_chain_began_is_an_insertion() -> None:
+    table = rows(records(4))
+    table.append((5, STREAM, 99, "t", b"forged", None))
+    assert [(b.position, "inserted" in b.problem) for b in chain.verify(table).breaks] == [(5, True)]
+
+
+def test_events_before_the_chain_are_counted_and_covered_by_the_first_hash() -> None:
+    table = rows(records(6), hashed_from=3)
+    verdict = chain.verify(table)
+    assert verdict.ok and verdict.unchained == 3
+    position, stream, version, topic, _, stored = table[0]
+    table[0] = (position, stream, version, topic, b"edited", stored)
+    assert [b.position for b in chain.verify(table).breaks] == [4]
