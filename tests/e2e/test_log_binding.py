@@ -103,7 +103,9 @@ def test_one_home_pointed_at_two_postgres_schemas_refuses_the_second(
     assert rollouts.sh("rollout", "latest", "web").exit_code == 0  # its own log is still fine
 
 
-def test_a_truncated_postgres_log_is_refused_until_rebind(rollouts: Rollouts, tmp_path: Path, postgres_url: str) -> None:
+def test_a_truncated_postgres_log_is_refused_until_rebind(
+    rollouts: Rollouts, tmp_path: Path, postgres_url: str
+) -> None:
     rollouts.env["ROLLOUTS_STORE"] = rollouts.store = postgres_url
     marker = setup(rollouts, tmp_path)
     head = json.loads(rollouts.sh("log", "verify", "-o", "json").stdout)["head"]
