@@ -24,9 +24,9 @@ def stream_hex(stream: UUID | str) -> str:
 
 def link(previous: str, stream: UUID | str, version: int, topic: str, state: bytes) -> str:
     """The hash of one stored event that follows `previous`."""
-    head = f"{previous}\n{stream_hex(stream)}\n{version}\n{topic}\n".encode()
-    body = state.encode() if isinstance(state, str) else bytes(state)  # a hand-edited row may hold text
-    return hashlib.sha256(head + body).hexdigest()
+    digest = hashlib.sha256(f"{previous}\n{stream_hex(stream)}\n{version}\n{topic}\n".encode())
+    digest.update(state.encode() if isinstance(state, str) else state)  # a hand-edited row may hold text
+    return digest.hexdigest()
 
 
 def fold(previous: str, records: Iterable[tuple[Any, int, str, bytes]]) -> str:
@@ -61,41 +61,45 @@ class Verdict:
         return not self.breaks
 
 
-def verify(
-    rows: Iterable[tuple[int, Any, int, str, bytes, str | None]], orphans: Iterable[int] = (), keep: int | None = None
-) -> Verdict:
+def verify(rows: Iterable[tuple[int, Any, int, str, bytes, str | None]], keep: int | None = None) -> Verdict:
     """Recompute the chain over (position, stream, version, topic, state, stored hash) in position order.
 
-    A mismatch is reported where it shows; the walk goes on from the stored hash, so each later
-    break is reported where it is, not as a cascade. `orphans` are hashed positions with no event;
-    `keep` a position whose hash the verdict keeps (`--expect-head`).
+    A row with no stream is a hash kept for an event that is gone. A mismatch is reported where it
+    shows; the walk goes on from the stored hash, so each later break is reported where it is, not
+    as a cascade. `keep` is a position whose hash the verdict keeps (`--expect-head`). The loop is
+    link() inlined: it runs once per event of the log.
     """
     verdict = Verdict()
-    running, chained = ZERO, False
+    running, chained, count, position = ZERO, False, 0, 0
+    sha = hashlib.sha256
     for position, stream, version, topic, state, stored in rows:
-        verdict.events += 1
-        verdict.head = position
-        computed = link(running, stream, version, topic, state)
+        if stream is None:
+            verdict.breaks.append(Break(position, "event removed: its hash is kept but the event is gone"))
+            running = stored
+            continue
+        count += 1
+        ident = stream if type(stream) is str and len(stream) == 32 else stream_hex(stream)
+        digest = sha(f"{running}\n{ident}\n{version}\n{topic}\n".encode())
+        digest.update(state.encode() if type(state) is str else state)
+        computed = digest.hexdigest()
         if stored is None:
             if chained:
                 verdict.breaks.append(Break(position, "event has no hash: inserted after the chain began"))
             else:
                 verdict.unchained += 1
             running = computed
-            if position == keep:
-                verdict.hash_at[position] = running
-            continue
-        chained = True
-        if stored != computed:
-            verdict.breaks.append(
-                Break(position, "hash mismatch: this event, or the one before it, was changed, removed or reordered")
-            )
-        running = stored
+        else:
+            chained = True
+            if stored != computed:
+                verdict.breaks.append(
+                    Break(
+                        position, "hash mismatch: this event, or the one before it, was changed, removed or reordered"
+                    )
+                )
+            running = stored
         if position == keep:
             verdict.hash_at[position] = running
-    verdict.head_hash = running
-    verdict.breaks.extend(Break(p, "event removed: its hash is kept but the event is gone") for p in orphans)
-    verdict.breaks.sort(key=lambda b: b.position)
+    verdict.events, verdict.head, verdict.head_hash = count, position, running
     return verdict
 
 
@@ -108,4 +112,4 @@ def hashes_after(previous: str, records: Iterable[tuple[Any, int, str, bytes]]) 
 
 def verify_log(recorder: Any, keep: int | None = None) -> Verdict:
     """Walk a chained recorder's log (adapters.recorders) from position zero."""
-    return verify(recorder.chained_rows(), recorder.orphan_hashes(), keep)
+    return verify(recorder.chained_rows(), keep)

@@ -10,14 +10,16 @@ lock), never on an ordinary open.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from adapters import chain
@@ -54,12 +56,13 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         c.execute(f"SELECT position, hash FROM {CHAIN_TABLE} ORDER BY position DESC LIMIT 1")
         last = c.fetchone()
         after, previous = (last[0], last[1]) if last else (0, chain.ZERO)
-        c.execute(
-            f"SELECT originator_id, originator_version, topic, state FROM {self.events_table_name}"
-            " WHERE rowid > ? AND rowid < ? ORDER BY rowid",
-            (after, ids[0]),
-        )
-        previous = chain.fold(previous, c.fetchall())  # events before the chain (or written without it)
+        if after < ids[0] - 1:  # events before the chain (or written without it): covered from here on
+            c.execute(
+                f"SELECT originator_id, originator_version, topic, state FROM {self.events_table_name}"
+                " WHERE rowid > ? AND rowid < ? ORDER BY rowid",
+                (after, ids[0]),
+            )
+            previous = chain.fold(previous, c.fetchall())
         records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
         rows = zip(ids, chain.hashes_after(previous, records), strict=True)
         c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", list(rows))
@@ -67,27 +70,26 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def log_id(self) -> str | None:
         return _first(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
 
-    def chained_rows(self) -> Iterator[tuple[int, str, int, str, bytes, str | None]]:
-        """Every event in position order with its stored hash (None when it has none)."""
-        sql = (
-            f"SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
-            f" FROM {self.events_table_name} e LEFT JOIN {CHAIN_TABLE} h ON h.position = e.rowid"
-            " WHERE e.rowid > ? ORDER BY e.rowid LIMIT ?"
-        )
-        after = 0
-        while True:
-            rows = self._query(sql, (after, _BATCH))
-            yield from (tuple(r) for r in rows)  # type: ignore[misc]
-            if len(rows) < _BATCH:
-                return
-            after = rows[-1][0]
-
-    def orphan_hashes(self) -> list[int]:
-        sql = (
-            f"SELECT position FROM {CHAIN_TABLE} WHERE position NOT IN"
-            f" (SELECT rowid FROM {self.events_table_name}) ORDER BY position"
-        )
-        return [r[0] for r in self._query(sql, ())]
+    def chained_rows(self) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+        """Every event in position order with its stored hash (None when it has none), and each hash
+        whose event is gone as a row with no stream: two ordered scans of one snapshot, merged."""
+        pool = self.datastore.pool
+        conn = sqlite3.connect(f"file:{pool.db_name}?mode=ro", uri=True)
+        try:
+            conn.execute("BEGIN")  # one snapshot for both scans
+            events = conn.execute(
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name}"
+                " ORDER BY rowid"
+            )
+            try:
+                hashes: Iterable[tuple[int, str]] = conn.execute(
+                    f"SELECT position, hash FROM {CHAIN_TABLE} ORDER BY position"
+                )
+            except sqlite3.OperationalError:  # a log made before the chain
+                hashes = ()
+            yield from merge(events, hashes)
+        finally:
+            conn.close()
 
     def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
         """Position and hash of the stream's latest DeployerClaimed event (the claim its deployer runs for)."""
@@ -145,15 +147,16 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         curs.execute(SQL("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1").format(self._chain_table))
         last = curs.fetchone()
         after, previous = (last["position"], last["hash"]) if last else (0, chain.ZERO)
-        curs.execute(
-            SQL(
-                "SELECT originator_id, originator_version, topic, state FROM {0}"
-                " WHERE notification_id > %s AND notification_id < %s ORDER BY notification_id"
-            ).format(self._events),
-            (after, ids[0]),
-        )
-        gap = [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in curs.fetchall()]
-        previous = chain.fold(previous, gap)
+        if after < ids[0] - 1:  # as on SQLite (a sequence may also skip ids: then the gap is empty)
+            curs.execute(
+                SQL(
+                    "SELECT originator_id, originator_version, topic, state FROM {0}"
+                    " WHERE notification_id > %s AND notification_id < %s ORDER BY notification_id"
+                ).format(self._events),
+                (after, ids[0]),
+            )
+            gap = [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in curs.fetchall()]
+            previous = chain.fold(previous, gap)
         records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
         rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
         curs.executemany(SQL("INSERT INTO {0} (position, hash) VALUES (%s, %s)").format(self._chain_table), rows)
@@ -162,25 +165,21 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         return _first(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
 
     def chained_rows(self) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
-        sql = SQL(
-            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
-            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
-            " WHERE e.notification_id > %s ORDER BY e.notification_id LIMIT %s"
-        ).format(self._events, self._chain_table)
-        after = 0
-        while True:
-            rows = self._query(sql, (after, _BATCH))
-            yield from (tuple(r.values()) for r in rows)  # type: ignore[misc]
-            if len(rows) < _BATCH:
-                return
-            after = rows[-1]["notification_id"]
-
-    def orphan_hashes(self) -> list[int]:
-        sql = SQL(
-            "SELECT position FROM {0} h WHERE NOT EXISTS (SELECT 1 FROM {1} e WHERE e.notification_id = h.position)"
-            " ORDER BY position"
-        ).format(self._chain_table, self._events)
-        return [r["position"] for r in self._query(sql, ())]
+        """As on SQLite: events and hashes in position order, one snapshot, streamed by a server-side cursor."""
+        events = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0} ORDER BY notification_id"
+        ).format(self._events)
+        hashes = SQL("SELECT position, hash FROM {0} ORDER BY position").format(self._chain_table)
+        with self.datastore.get_connection() as conn, conn.transaction(force_rollback=True):
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            with (
+                conn.cursor(name="rollouts_verify_events", row_factory=tuple_row) as e_cur,
+                conn.cursor(name="rollouts_verify_hashes", row_factory=tuple_row) as h_cur,
+            ):
+                e_cur.itersize = h_cur.itersize = _BATCH
+                e_cur.execute(events)
+                h_cur.execute(hashes)
+                yield from merge(e_cur, h_cur)
 
     def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
         sql = SQL(
@@ -203,6 +202,25 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             if "does not exist" in str(error):
                 return []
             raise
+
+
+def merge(events: Iterable[Any], hashes: Iterable[tuple[int, str]]) -> Iterator[tuple[Any, ...]]:
+    """Events and chain rows, both in position order, joined on position (a hash alone: stream None)."""
+    pending = iter(hashes)
+    hashed = next(pending, None)
+    for event in events:
+        position = event[0]
+        while hashed is not None and hashed[0] < position:
+            yield (hashed[0], None, None, None, None, hashed[1])
+            hashed = next(pending, None)
+        if hashed is not None and hashed[0] == position:
+            yield (*event, hashed[1])
+            hashed = next(pending, None)
+        else:
+            yield (*event, None)
+    while hashed is not None:
+        yield (hashed[0], None, None, None, None, hashed[1])
+        hashed = next(pending, None)
 
 
 def _first(rows: list[Any]) -> Any:

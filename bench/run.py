@@ -17,6 +17,10 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
 5. idle_reconcile one idle `Controller.reconcile()` with a long history vs with 1k events
 6. e2e            rollouts/s, one controller and `true` deployers; then two controllers
 7. rss            controller VmRSS at the start and at the end of a long run of rollouts
+8. chain          in-process `latest --supersede` ops/s on the hash-chained recorder vs the
+                  library's plain SQLite recorder (bench/chain.py)
+9. log_verify     `log verify` events/s over figure 1's log vs reading the same rows and hashing
+                  their stored bytes with hashlib (bench/chain.py; at 1M: python bench/chain.py)
 
 `--json` prints {"name": {"value", "baseline", "ratio", "goal", "ok"}} as the last line.
 Everything runs in temporary homes; every process started here is stopped at the end.
@@ -898,6 +902,31 @@ def bench_rss(ws: Workspace, sizes: Sizes) -> list[Figure]:
     ]
 
 
+# -- figures 8 and 9: the hash chain (bench/chain.py) --------------------------------------------
+
+
+def chain_module() -> Any:
+    spec = importlib.util.spec_from_file_location("rollouts_bench_chain", BENCH / "chain.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def chain_figure(name: str, label: str, found: dict[str, Any]) -> Figure:
+    return Figure(name, label, found["unit"], found["value"], found["baseline"], found["goal"])
+
+
+def bench_chain_append(ws: Workspace, sizes: Sizes) -> list[Figure]:
+    found = chain_module().bench_append(sizes.reps, configs=sizes.command_configs, ops=sizes.command_ops)
+    return [chain_figure("chain_append_ratio", "8 latest --supersede, chained vs plain recorder", found)]
+
+
+def bench_verify(home: Home, sizes: Sizes) -> list[Figure]:
+    found = chain_module().bench_verify(home, sizes.reps)
+    label = f"9 log verify, {found['events']:,} events, vs read + hashlib"
+    return [chain_figure("log_verify_events_per_s", label, found)]
+
+
 # -- main ----------------------------------------------------------------------------------------
 
 
@@ -970,7 +999,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer and smaller runs (under ~90 s)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object, last line")
-    parser.add_argument("--only", help="comma-separated sections: rebuild,commands,cli,latency,idle,e2e,rss")
+    parser.add_argument("--only", help="comma-separated sections: rebuild,commands,chain,cli,latency,idle,e2e,rss")
     parser.add_argument("--own-log", action="store_true", help="ignore bench/rebuild.py: own generator and timing")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
@@ -995,11 +1024,14 @@ def main(argv: list[str] | None = None) -> int:
                 if wanted("rebuild"):
                     log("1 rebuild")
                     figures += bench_rebuild(ws, full, sizes, shared)
+                    log("9 log verify")
+                    figures += bench_verify(full, sizes)
                 if wanted("idle"):
                     log("5 idle reconcile")
                     figures += bench_idle(small, big, sizes, big_events)
             for section, bench in (
                 ("commands", bench_commands),
+                ("chain", bench_chain_append),
                 ("cli", bench_cli),
                 ("latency", bench_latency),
                 ("e2e", bench_e2e),

@@ -47,10 +47,17 @@ def test_an_edit_is_reported_where_it_is_and_only_there() -> None:
     assert [b.position for b in chain.verify(table).breaks] == [3]
 
 
-def test_a_removed_event_breaks_the_next_one_and_its_orphan_hash_is_named() -> None:
+def test_a_removed_event_is_named_by_the_hash_it_left() -> None:
+    table = rows(records(6))
+    table[3] = (4, None, None, None, None, table[3][-1])  # the event is gone, its hash is not
+    verdict = chain.verify(table)
+    assert [b.position for b in verdict.breaks] == [4] and verdict.events == 5
+
+
+def test_a_removed_event_and_its_hash_break_the_next_one() -> None:
     table = rows(records(6))
     del table[3]
-    assert [b.position for b in chain.verify(table, orphans=[4]).breaks] == [4, 5]
+    assert [b.position for b in chain.verify(table).breaks] == [5]
 
 
 def test_swapped_events_are_reported() -> None:
