@@ -91,6 +91,9 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         finally:
             conn.close()
 
+    def hash_at(self, position: int) -> str | None:
+        return _first(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
+
     def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
         """Position and hash of the stream's latest DeployerClaimed event (the claim its deployer runs for)."""
         sql = (
@@ -180,6 +183,10 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 e_cur.execute(events)
                 h_cur.execute(hashes)
                 yield from merge(e_cur, h_cur)
+
+    def hash_at(self, position: int) -> str | None:
+        sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
+        return _first(self._query(sql, (position,)))
 
     def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
         sql = SQL(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 import click
 
@@ -31,8 +32,9 @@ def rebind(state: State) -> None:
     verify`), this records who rebound the home from which log and position
     to which (an event in the log), drops the views and rebuilds them.
     Deployers the runtime holds that no claim of this log made are never
-    taken for this log's: a deployment whose deployer name one of them holds
-    fails, saying so, and `rollout retry` opens a new attempt.
+    taken for this log's: the running ones are stopped, and a deployment
+    whose deployer name one of them holds fails, saying so; `rollout retry`
+    opens a new attempt.
 
     \b
     Example:
@@ -49,6 +51,7 @@ def rebind(state: State) -> None:
     app.rebind_home(claimant_id(state.home), (old.log_id, old.seen) if old else (None, None), head, state.meta())
     runtime = LocalRuntime(state.home.path)
     try:
+        stopped = _stop_foreign(runtime, app.recorder)
         disowned = runtime.disown_unclaimed()
     finally:
         runtime.close()
@@ -62,5 +65,20 @@ def rebind(state: State) -> None:
     click.echo(
         f"home {state.home.path} bound to log {bound.log_id} at position {bound.seen} (was {was}); views rebuilt"
     )
+    for name in stopped:
+        click.echo(f"stopped {name}: it runs for no claim of this log")
     if disowned:
         click.echo(f"{disowned} deployer(s) made before claims were recorded will not be adopted")
+
+
+def _stop_foreign(runtime: Any, recorder: Any) -> list[str]:
+    """Stop the running deployers that no claim of this log made: they belong to a history that is gone."""
+    log_id, stopped = recorder.log_id(), []
+    for row in runtime.active():
+        made_for, _, rest = (row.claim or "").partition(":")
+        position, _, digest = rest.partition(":")
+        if made_for == log_id and position.isdigit() and recorder.hash_at(int(position)) == digest:
+            continue
+        runtime.stop(row.name, reason="stopped by home rebind: no claim of this log made it")
+        stopped.append(row.name)
+    return stopped

@@ -117,3 +117,26 @@ def test_a_truncated_postgres_log_is_refused_until_rebind(
     assert marker.read_text().split() == ["web-1-deploy-1", "web-2-deploy-1"]
     status = rollouts.sh("rollout", "status", "web")
     assert status.exit_code == 1 and "no claim of this log made" in status.stdout
+
+
+def test_rebind_stops_a_deployer_that_runs_for_a_history_that_is_gone(rollouts: Rollouts, tmp_path: Path) -> None:
+    assert rollouts.sh("config", "create", "web", "--", "sleep", "60").exit_code == 0
+    assert rollouts.sh("config", "create", "api", "--", "sleep", "60").exit_code == 0
+    assert rollouts.sh("rollout", "latest", "api").exit_code == 0
+    assert rollouts.sh("controller", "run", "--once", "-q").exit_code == 0  # api-1-deploy-1 runs, in both
+    backup = tmp_path / "backup.db"
+    shutil.copy(rollouts.home / "events.db", backup)
+    assert rollouts.sh("rollout", "latest", "web").exit_code == 0
+    assert rollouts.sh("controller", "run", "--once", "-q").exit_code == 0  # web-1-deploy-1: after the backup
+    for side in ("-wal", "-shm"):
+        (rollouts.home / f"events.db{side}").unlink(missing_ok=True)
+    shutil.copy(backup, rollouts.home / "events.db")
+
+    rebound = rollouts.sh("home", "rebind")
+    assert rebound.exit_code == 0, rebound.stderr
+    assert "stopped web-1-deploy-1" in rebound.stdout and "api-1" not in rebound.stdout
+    states = {d["name"]: d["state"] for d in json.loads(rollouts.sh("deployers", "list", "-o", "json").stdout)}
+    assert states == {"web-1-deploy-1": "stopped", "api-1-deploy-1": states["api-1-deploy-1"]}
+    assert states["api-1-deploy-1"] in ("created", "running")  # still this log's: left alone
+    assert rollouts.sh("rollout", "cancel", "api").exit_code == 0
+    assert rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
