@@ -36,6 +36,13 @@ what is still open if it does not settle alone), and the run checks:
 - and, as extra keys: phantom_writes (events of a refused command, versions nobody
   printed), unlogged_runs (a GT run no event names), orphans (steps still created/running
   after the settle), settled, controller_crashes (a controller that died by itself);
+- completed_without_run: a deployment Complete in the log whose deployer (of the completing
+  attempt) has no run in GT that started after that attempt's claim and finished (I7);
+- with --restore-log, the first restore also puts back an old copy of the LOG (taken at the
+  first backup point): every write and the controller must then refuse (exit 5;
+  restore_not_refused counts those that did not), `home rebind` must succeed, and from then
+  on the commands acknowledged after the copy are forgotten (that history is gone) and the
+  GT runs they caused count only for duplicates and overlaps;
 - cli_errors, a violation: exit codes or errors outside the contract (a traceback, exit 5,
   "error: OperationalError: ..."); reported without failing the run: stale_refusals (a
   write refused by a phase rule; a torn read not decided again shows here, but so does a
@@ -221,6 +228,10 @@ class Chaos:
         self.work = self.tmp / "work"
         self.logs = self.tmp / "logs"
         self.backup = self.tmp / "projections-backup"
+        self.log_backup = self.tmp / "events-backup.db"
+        self.log_mark: dict[str, Any] | None = None  # where the log copy was taken: ops, GT lines, versions
+        self.gone_runs: tuple[int, int] | None = None  # GT lines [from, to) of the history a log restore dropped
+        self.verdict = Verdict()
         for folder in (self.work, self.logs):
             folder.mkdir(parents=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
@@ -543,8 +554,40 @@ class Chaos:
         shutil.copytree(self.home / "projections", self.backup)
         self.counts["backups"] += 1
         self.log(f"projections copied to {self.backup}")
+        if self.args.restore_log and self.log_mark is None:
+            with sqlite3.connect(self.home / "events.db") as source, sqlite3.connect(self.log_backup) as target:
+                source.backup(target)
+            latest = {c.name: c.latest_known for c in self.configs}
+            self.log_mark = {"ops": len(self.ops), "gt": self.gt_lines(), "latest": latest}
+            self.log("log copied")
+
+    def gt_lines(self) -> int:
+        return len(self.gt.read_text().splitlines()) if self.gt.exists() else 0
+
+    def restore_log(self) -> None:
+        """Put the old copy of the log back: refused until `home rebind`, then that history is gone."""
+        assert self.log_mark is not None
+        for side in ("-wal", "-shm"):
+            (self.home / f"events.db{side}").unlink(missing_ok=True)
+        shutil.copy(self.log_backup, self.home / "events.db")
+        self.counts["log_restores"] += 1
+        for args in (["rollout", "latest", self.configs[0].name], ["controller", "run", "--once", "-q"]):
+            rc, _, err = self.cli(args, actor="chaos-after-restore")
+            if rc != 5:
+                self.verdict.add("restore_not_refused", {"args": args, "rc": rc, "err": err.strip()[-300:]})
+        rc, out, err = self.cli(["home", "rebind"], actor="chaos-rebind")
+        if rc != 0:
+            self.verdict.add("rebind", {"rc": rc, "err": err.strip()[-300:]})
+        self.gone_runs = (self.log_mark["gt"], self.gt_lines())
+        self.ops = self.ops[: self.log_mark["ops"]]
+        for conf in self.configs:
+            conf.latest_known = self.log_mark["latest"].get(conf.name, 0)
+        self.log(f"old log copied back and the home rebound: {out.strip()}")
 
     def restore_backup(self) -> None:
+        if self.log_mark is not None and not self.counts["log_restores"]:
+            self.restore_log()
+            return
         folder = self.home / "projections"
         for path in folder.iterdir():
             if path.is_dir():
@@ -682,7 +725,7 @@ class Chaos:
             if row["state"] in ("created", "running"):
                 verdict.add("orphans", row)
         live = self.views()
-        self.check_ground_truth(verdict, deployers, live["events"])
+        self.check_ground_truth(verdict, deployers, live["events"], live["history"])
         self.check_writes(verdict, live)
         rc, out, err = self.cli(["audit", "-o", "json"], timeout=900)
         audit_ok = rc == 0
@@ -702,18 +745,23 @@ class Chaos:
                     verdict.add("views", f"{key} differs after `projections rebuild {' '.join(flags)}`")
         return {"audit_ok": audit_ok, "views_equal_rebuild": equal}
 
-    def check_ground_truth(self, verdict: Verdict, deployers: list[dict[str, Any]], events: list[Any]) -> None:
+    def check_ground_truth(
+        self, verdict: Verdict, deployers: list[dict[str, Any]], events: list[Any], history: dict[str, list[Any]]
+    ) -> None:
         runs: list[dict[str, Any]] = []
         unfinished: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        gone_from, gone_to = self.gone_runs or (0, 0)
         if self.gt.exists():
-            for line in self.gt.read_text().splitlines():
+            for number, line in enumerate(self.gt.read_text().splitlines()):
                 parts = line.split()
                 if len(parts) < 3:
                     verdict.add("gt_garbled", line)
                     continue
                 kind, name, stamp = parts[:3]
                 if kind == "start":
-                    runs.append({"name": name, "start": float(stamp), "end": None})
+                    runs.append(
+                        {"name": name, "start": float(stamp), "end": None, "gone": gone_from <= number < gone_to}
+                    )
                     unfinished[name].append(runs[-1])
                 elif unfinished[name]:
                     unfinished[name].pop()["end"] = float(stamp)
@@ -748,9 +796,32 @@ class Chaos:
         named: set[str] = set()
         for e in events:
             collect_names(e.get("data"), named)
-        for name in counts:
+        for name in {r["name"] for r in runs if not r["gone"]}:
             if name not in named:
                 verdict.add("unlogged_runs", name)
+        self.check_completed_runs(verdict, runs, events, history)
+
+    def check_completed_runs(
+        self, verdict: Verdict, runs: list[dict[str, Any]], events: list[Any], history: dict[str, list[Any]]
+    ) -> None:
+        """I7: a deployment Complete in the log had its own deployer run, started after its claim, and finish."""
+        claimed = {
+            (e["config"], e["version"], e["data"]["attempt"]): epoch(e["timestamp"]) or 0.0
+            for e in events
+            if e["type"] == "DeployerClaimed"
+        }
+        finished = defaultdict(list)
+        for r in runs:
+            if r["end"] is not None:
+                finished[r["name"]].append(r["start"])
+        for config, rows in history.items():
+            for row in rows:
+                if row["phase"] != "Complete":
+                    continue
+                at = claimed.get((config, row["version"], row["attempt"]), math.inf)
+                name = f"{config}-{row['version']}-deploy-{row['attempt']}"
+                if not any(start >= at for start in finished.get(name, [])):
+                    verdict.add("completed_without_run", {"deployer": name, "claimed_at": at})
 
     def check_exits(self, verdict: Verdict) -> None:
         """Errors outside the contract (a violation), and refusals by a phase rule (reported only)."""
@@ -801,7 +872,7 @@ class Chaos:
     # -- everything ----------------------------------------------------------
 
     def run(self) -> int:
-        verdict = Verdict()
+        verdict = self.verdict
         self.setup()
         self.maintain_controllers(verdict)
         self.issue(verdict)
@@ -818,7 +889,10 @@ class Chaos:
             "deletes": self.counts["deletes"],
             "rebuilds": self.counts["rebuild"] + self.counts["rebuild_shadow"],
             "restores": self.counts["restores"],
+            "log_restores": self.counts["log_restores"],
             "duplicates": verdict.count("duplicates"),
+            "completed_without_run": verdict.count("completed_without_run"),
+            "restore_not_refused": verdict.count("restore_not_refused") + verdict.count("rebind"),
             "overlaps": verdict.count("overlaps"),
             "lost_writes": verdict.count("lost_writes"),
             "audit_ok": extra["audit_ok"],
@@ -849,6 +923,8 @@ class Chaos:
 
 VIOLATION_COUNTS = (
     "duplicates",
+    "completed_without_run",
+    "restore_not_refused",
     "overlaps",
     "lost_writes",
     "phantom_writes",
@@ -881,6 +957,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--minutes", type=float, default=1.0, help="stop issuing after this long in any case")
     p.add_argument("--workers", type=int, default=4, help="CLI commands running at once")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory even on success")
+    p.add_argument(
+        "--restore-log",
+        action="store_true",
+        help="the first restore puts back an old copy of the log too (then rebinds)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="narrate chaos on stderr")
     args = p.parse_args(argv)
     if min(args.configs, args.rollouts, args.controllers, args.workers) < 1 or args.minutes <= 0:
