@@ -22,6 +22,7 @@ class State:
         self.store = store or None
         self.actor = actor
         self.cache_kib: int | None = None  # per projection connection, for a long-lived process
+        self._recorded: tuple[str | None, int] | None = None  # what check_log last wrote to the binding
         self.accept_any_log = False  # `home rebind` alone acts on a log the home is not bound to
         self._scratch: tempfile.TemporaryDirectory[str] | None = None  # views of a log the home is not bound to
         if self.store:
@@ -105,7 +106,9 @@ class State:
         problem = self.log_problem(recorder)
         if problem is not None:
             raise binding.HomeBoundElsewhere(problem)
-        binding.record(self.home.runtime, *self._log)
+        if self._log != self._recorded:  # a pass that saw nothing new writes nothing
+            binding.record(self.home.runtime, *self._log)
+            self._recorded = self._log
 
     def _remember_head(self) -> None:
         """A command that used the log on a home bound to it raises the position the home has seen."""
