@@ -55,6 +55,7 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
     from projections.store import projections_named
 
     chosen = projections_named(names)
+    state.require_bound()  # the live views of a log that went back are rebuilt only by `home rebind`
     store = state.projections
     # In place, every projection is fed from one read of the log; shadows are built one by one.
     groups = [[p] for p in chosen] if shadow else [chosen]

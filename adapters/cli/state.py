@@ -98,6 +98,14 @@ class State:
             self._problem = None if bound is None else bound.problem(*self._log, self.home.path)
         return self._problem
 
+    def require_bound(self) -> None:
+        """Refuse (exit 5) unless this home is bound to the store's log as it is."""
+        from adapters.binding import HomeBoundElsewhere
+
+        problem = self.log_problem(self.app.recorder if "app" in self.__dict__ else self.recorder)
+        if problem is not None:
+            raise HomeBoundElsewhere(problem)
+
     def check_log(self, recorder: Any) -> None:
         """For a long-lived command (the controller): check the binding again, and remember the head."""
         from adapters import binding

@@ -47,6 +47,7 @@ def test_a_log_put_back_from_a_backup_is_refused_and_its_reused_names_never_comp
 
     refused(rollouts, "rollout", "latest", "web", says="the log went back")
     refused(rollouts, "controller", "run", "--once", says="the log went back")
+    refused(rollouts, "projections", "rebuild", says="the log went back")
     status = rollouts.sh("rollout", "status", "web")
     assert status.exit_code == 0 and "scratch views" in status.stderr
     assert status.stdout.strip() == "web version 1 (attempt 1): Complete"  # what this log says, not the old views
