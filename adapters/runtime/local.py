@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -35,12 +35,12 @@ _SCHEMA = (
         creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
         pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
         log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
-        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL)""",
+        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL, pass_env TEXT)""",
     "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
     "CREATE INDEX IF NOT EXISTS deployers_unended ON deployers (name) WHERE ended_at IS NULL",
 )
 # Columns added after the first release, for runtime tables created before them.
-_ADDED_COLUMNS = {"stop_deadline": "REAL"}
+_ADDED_COLUMNS = {"stop_deadline": "REAL", "pass_env": "TEXT"}
 _OBSERVED = (
     "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned FROM deployers"
 )
@@ -48,9 +48,9 @@ _ACTIVE = " WHERE state IN ('created', 'running')"
 _ACTIVE_NAMES = "SELECT name FROM deployers" + _ACTIVE
 _ORDER = " ORDER BY created_at, name"
 _INSERT = (
-    "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, cwd,"
+    "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, pass_env, cwd,"
     " creator_pid, creator_start, log_path, created_at) VALUES (:name, :config,"
-    " :revision, :attempt, 'created', :argv, :env, :cwd, :creator_pid, :creator_start,"
+    " :revision, :attempt, 'created', :argv, :env, :pass_env, :cwd, :creator_pid, :creator_start,"
     " :log_path, :created_at)"
 )
 _TOMBSTONE = (
@@ -186,8 +186,12 @@ class LocalRuntime:
         argv: list[str],
         env: dict[str, str],
         cwd: str,
+        pass_env: Sequence[str] = (),
     ) -> None:
         """Insert the row (committed before anything runs), then start the shim.
+
+        `env` is stored in the row; of `pass_env` only the names are: the shim takes their values
+        from its own environment (this process's) when it spawns the deployer, and `env` wins.
 
         Inside batched(), the row joins the batch's transaction and the shim starts once it is
         committed.
@@ -202,6 +206,7 @@ class LocalRuntime:
             "attempt": attempt,
             "argv": json.dumps(argv),
             "env": json.dumps(env),
+            "pass_env": json.dumps(sorted(pass_env)),
             "cwd": cwd,
             "creator_pid": me,
             "creator_start": procs.start_time_of(me),
@@ -304,6 +309,7 @@ class LocalRuntime:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                env=shim.spawner_environment(),
             )
         except OSError as exc:
             # Lost only if no shim (a fork server's, whose answer was lost) has claimed the row.

@@ -121,7 +121,7 @@ def _claim(db: sqlite3.Connection, name: str) -> sqlite3.Row | None:
     me = os.getpid()
     with writing(db):
         claimed = db.execute(_CLAIM, {"pid": me, "start": procs.start_time_of(me), "name": name}).rowcount == 1
-        spec = db.execute("SELECT argv, env, cwd FROM deployers WHERE name = ?", (name,)).fetchone()
+        spec = db.execute("SELECT argv, env, pass_env, cwd FROM deployers WHERE name = ?", (name,)).fetchone()
     return spec if claimed else None
 
 
@@ -200,11 +200,29 @@ def _child_setup(shim_pid: int) -> Callable[[], None]:
     return setup
 
 
+UNINHERITED = ("ROLLOUTS_STORE",)  # may hold the store's password; no deployer is ever given it
+
+
+def spawner_environment() -> dict[str, str]:
+    """The environment a shim or the fork server is started with: the controller's, less the store URL."""
+    return {k: v for k, v in os.environ.items() if k not in UNINHERITED}
+
+
+def environment(stored: dict[str, str], passed: list[str], own: dict[str, str]) -> dict[str, str]:
+    """The deployer's environment: the row's env, over the variables named in `passed` as this
+    shim has them (inherited from the controller). Their values are read here, written nowhere."""
+    missing = [name for name in passed if name not in own and name not in stored]
+    if missing:
+        print(f"rollouts shim: not in the controller's environment, not passed: {' '.join(missing)}", file=sys.stderr)
+    return {**{name: own[name] for name in passed if name in own}, **stored}
+
+
 def _spawn(spec: sqlite3.Row) -> subprocess.Popen[bytes]:
+    env = environment(json.loads(spec["env"]), json.loads(spec["pass_env"] or "[]"), dict(os.environ))
     with _clean_slate():
         return subprocess.Popen(
             json.loads(spec["argv"]),
-            env=json.loads(spec["env"]),
+            env=env,
             cwd=spec["cwd"],
             stdin=subprocess.DEVNULL,
             process_group=0,
