@@ -37,7 +37,10 @@ def config_spec(config: DeploymentConfig) -> Spec:
 
 
 def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
-    return {"actor": actor, "correlation_id": uuid.uuid4().hex, **extra}
+    """An event's metadata: `actor` is what --as says; `os_user` who ran the command, whatever it says."""
+    from adapters.identity import os_user
+
+    return {"actor": actor, "os_user": os_user(), "correlation_id": uuid.uuid4().hex, **extra}
 
 
 class RolloutsApp(Application[UUID]):
