@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shlex
 import socket
 import stat
 import sys
@@ -92,11 +93,8 @@ print("open:", [fd for fd in range(4096) if is_open(fd)], os.readlink("/proc/sel
 
 
 def test_a_deployer_inherits_no_descriptor_but_its_stdin_stdout_and_stderr(rollouts: Rollouts) -> None:
-    ok(
-        rollouts.sh(
-            "config", "create", "app", "--pre-hook", f"{sys.executable} -c '{FDS}'", "--", sys.executable, "-c", FDS
-        )
-    )
+    fds = [sys.executable, "-c", FDS]
+    ok(rollouts.sh("config", "create", "app", "--pre-hook", shlex.join(fds), "--", *fds))
     ok(rollouts.sh("rollout", "latest", "app"))
     ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "60", "-q"))
     assert ok(rollouts.sh("logs", "app")).stdout.splitlines() == ["open: [0, 1, 2] /dev/null"] * 2
