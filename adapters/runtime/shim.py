@@ -23,6 +23,7 @@ else:  # run as `python -I -S shim.py`: the stdlib and this folder only
 
 BUSY_TIMEOUT = 30.0
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _CANNOT_EXECUTE = 127
 _FORWARDED = (signal.SIGTERM, signal.SIGINT)
 
@@ -156,6 +157,13 @@ def _libc_prctl() -> Callable[..., int]:
     return _prctl
 
 
+def undumpable() -> None:
+    """Keep this process's /proc/PID files (environ, memory, descriptors) from the account's other
+    processes, its deployers included: they may read only what they were given. Root still can;
+    a deployer is dumpable again once exec'd."""
+    _libc_prctl()(_PR_SET_DUMPABLE, 0)
+
+
 def preload() -> None:
     """Do once, before a fork server forks shims, what each shim would otherwise do itself."""
     _libc_prctl()
@@ -255,6 +263,7 @@ def _record_exit(db: sqlite3.Connection, name: str, returncode: int) -> None:
 
 def run(db_path: str, name: str, heartbeat: tuple[str, float] | None = None) -> int:
     """Run deployer `name` to its end; every outcome is written to the row, never raised."""
+    undumpable()
     forwarder = _Forwarder()
     db = connect(db_path)
     # This shim's writes need not survive a power loss, which ends its deployer too: each row it

@@ -104,6 +104,7 @@ def serve(db_path: str, heartbeat: tuple[str, float] | None = None) -> int:
     """Answer requests on stdin until it closes; reap forked shims meanwhile."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # its own session; only EOF or a kill ends it
     shim.preload()
+    shim.undumpable()  # and so the shims it forks
     os.write(1, READY)
     pending = b""
     while True:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -202,3 +203,45 @@ def test_a_deployer_and_its_hook_get_the_allowed_environment_and_no_secret_is_wr
     assert "UNSET_ONE" in shown[1]  # the shim says a named variable was missing, by name only
     assert not [v for v in values for text in shown if v in text]
     assert not files_holding(rollouts.home, values)
+
+
+# A process with no capability: as an account that is not root is (the tests may run as root).
+UNPRIVILEGED = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+
+
+def readable_without_privilege(pid: int | str) -> bool:
+    """Whether another process of the same account, with no privilege (as a deployer is, unless run
+    as root), may read /proc/PID/environ: Linux lets it for a dumpable process only."""
+    reader = subprocess.run([*UNPRIVILEGED, "cat", f"/proc/{pid}/environ"], capture_output=True, timeout=10)
+    return reader.returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux) to drop privileges")
+def test_the_controllers_and_shims_environment_is_not_readable_by_the_accounts_other_processes(
+    rollouts: Rollouts, secrets: dict[str, str]
+) -> None:
+    deploy = rollouts.cwd / "deploy.json"
+    ok(rollouts.sh("config", "create", "app", "--pass-env", "DEPLOY_TOKEN", "--", *dump_cmd(deploy, wait=True)))
+    ok(rollouts.sh("rollout", "latest", "app"))
+    argv = [sys.executable, "-m", "adapters.cli", "controller", "run", "--until-idle", "--timeout", "60", "-q"]
+    controller = subprocess.Popen([*UNPRIVILEGED, *argv], cwd=rollouts.cwd, env={**rollouts.env, **secrets})
+    try:
+        wait_for(deploy)
+        deployer = json.loads(deploy.read_text())  # (its own environment it may read: the control case)
+        shim = Path(f"{deploy}.ppid").read_text()
+        deployer_pid = next(p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == shim)
+        assert deployer["DEPLOY_TOKEN"] == secrets["DEPLOY_TOKEN"]
+        assert readable_without_privilege(deployer_pid)
+        assert not readable_without_privilege(shim)
+        assert not readable_without_privilege(controller.pid)
+        (rollouts.cwd / "deploy.json.go").touch()
+        assert controller.wait(timeout=60) == 0
+    finally:
+        controller.kill()
+
+
+def _ppid(proc: Path) -> str | None:
+    try:
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return None

@@ -100,10 +100,14 @@ def test_a_deployer_inherits_no_descriptor_but_its_stdin_stdout_and_stderr(rollo
     assert ok(rollouts.sh("logs", "app")).stdout.splitlines() == ["open: [0, 1, 2] /dev/null"] * 2
 
 
-def test_the_home_is_private_after_a_rollout(rollouts: Rollouts) -> None:
-    ok(rollouts.sh("config", "create", "app", "--", "sh", "-c", "echo hello"))
-    ok(rollouts.sh("rollout", "latest", "app"))
-    ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "60", "-q"))
+def test_the_home_is_private_after_a_rollout_whatever_the_umask(rollouts: Rollouts) -> None:
+    umask = os.umask(0)
+    try:
+        ok(rollouts.sh("config", "create", "app", "--", "sh", "-c", "echo hello"))
+        ok(rollouts.sh("rollout", "latest", "app"))
+        ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "60", "-q"))
+    finally:
+        os.umask(umask)
     paths = [rollouts.home, *rollouts.home.rglob("*")]
     assert any(p.name == "app-1-deploy-1.log" for p in paths)
     loose = [(str(p), oct(stat.S_IMODE(p.stat().st_mode))) for p in paths if p.stat().st_mode & 0o077]
