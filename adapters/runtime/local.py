@@ -64,9 +64,23 @@ _LOST = (
 _ENDED = "UPDATE deployers SET ended_at = ? WHERE name = ? AND ended_at IS NULL"
 # Stopped or deleted, but not yet known to be gone (served by the partial index deployers_unended).
 _STOPPING = "SELECT * FROM deployers WHERE ended_at IS NULL AND +state IN ('stopped', 'deleted')"
+# Tables from before pass_env stored each deployer's whole environment, the controller's secrets included.
+_FORGET_ENV = "UPDATE deployers SET env = NULL WHERE state != 'created' AND env IS NOT NULL"
 _PRUNE = (
     "UPDATE deployers SET pruned = 1, argv = NULL, env = NULL WHERE name = ? AND state NOT IN ('created', 'running')"
 )
+
+
+def _forget_environments(db: sqlite3.Connection) -> None:
+    """Once, on a table from before pass_env: rows past their spawn need no env; their bytes are
+    overwritten (secure_delete), and the write-ahead log that held them is emptied."""
+    db.execute("PRAGMA secure_delete = ON")
+    try:
+        with writing(db):
+            db.execute(_FORGET_ENV)
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.execute("PRAGMA secure_delete = OFF")
 
 
 @dataclass(frozen=True)
@@ -133,6 +147,8 @@ class LocalRuntime:
             for column, kind in _ADDED_COLUMNS.items():
                 if column not in columns:
                     db.execute(f"ALTER TABLE deployers ADD COLUMN {column} {kind}")
+            if "pass_env" not in columns:
+                _forget_environments(db)
         return db
 
     @contextmanager

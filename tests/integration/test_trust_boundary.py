@@ -245,3 +245,46 @@ def _ppid(proc: Path) -> str | None:
         return (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
     except (OSError, IndexError):
         return None
+
+
+OLD_RUNTIME_TABLE = """CREATE TABLE deployers (
+    name TEXT PRIMARY KEY, config TEXT NOT NULL, revision INTEGER NOT NULL,
+    attempt INTEGER NOT NULL, state TEXT NOT NULL, argv TEXT, env TEXT, cwd TEXT,
+    creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
+    pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
+    log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
+    pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL)"""
+
+
+def test_a_runtime_table_from_before_pass_env_forgets_the_environments_it_stored(tmp_path: Path) -> None:
+    """Such a table held every deployer's whole environment, tombstones included: opened once, no byte
+    of the secrets is left in runtime.db or its write-ahead log, and a row still to spawn keeps its env."""
+    import sqlite3
+
+    from adapters.runtime.local import LocalRuntime
+
+    home = tmp_path / "home"
+    (home / "runtime").mkdir(parents=True)
+    values = [secret("old") for _ in range(3)]
+    whole = {f"VAR_{i}": "x" * 200 for i in range(40)}  # larger than a page: overflow pages too
+    db = sqlite3.connect(home / "runtime" / "runtime.db")
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(OLD_RUNTIME_TABLE)
+    insert = (
+        "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, created_at)"
+        " VALUES (?, 'app', ?, 1, ?, ?, ?, 'then')"
+    )
+    for i, (state, value) in enumerate([("exited", values[0]), ("stopped", values[1]), ("deleted", values[2])]):
+        env = json.dumps({**whole, "MY_SECRET_TOKEN": value})
+        db.execute(insert, (f"app-{i + 1}-deploy-1", i + 1, state, '["true"]', env))
+    db.execute(insert, ("app-9-deploy-1", 9, "created", '["true"]', '{"K": "v"}'))
+    db.commit()
+    db.close()
+    assert files_holding(home, values)
+    LocalRuntime(home).close()
+    assert not files_holding(home, values)
+    db = sqlite3.connect(home / "runtime" / "runtime.db")
+    assert db.execute("SELECT name, env FROM deployers WHERE env IS NOT NULL").fetchall() == [
+        ("app-9-deploy-1", '{"K": "v"}')
+    ]
+    db.close()
