@@ -51,8 +51,8 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
       rollouts config create db --pass-env DB_TOKEN -- ./migrate.sh   # value read at launch
     """
     spec = changed_spec({}, command, options)
-    warn_secret_env(options["env"])
     revision = state.app.create_config(name, spec, state.meta())
+    warn_secret_env(options["env"])  # once recorded: a refused command prints its error line only
     click.echo(f"config {name} created")
     if revision:
         click.echo(f"version {revision} triggered (config change)")
@@ -76,10 +76,10 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
       rollouts config set web --pre-hook ''            # remove the pre hook
       rollouts config set web -- ./deploy.sh --v2
     """
-    warn_secret_env(options["env"])
     changed, revision = state.app.set_config(
         name, lambda spec: changed_spec(spec.to_data(), command, options), state.meta()
     )
+    warn_secret_env(options["env"])
     click.echo(f"config {name} {'updated' if changed else 'unchanged'}")
     if revision:
         click.echo(f"version {revision} triggered (config change)")

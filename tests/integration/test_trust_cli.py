@@ -35,6 +35,12 @@ def test_an_env_name_that_looks_secret_warns_and_points_to_pass_env(rollouts: Ro
         assert line.startswith("warning:") and f"--pass-env {name}" in line, result
 
 
+def test_a_refused_create_with_a_secret_looking_env_name_prints_its_error_line_only(rollouts: Rollouts) -> None:
+    ok(rollouts.sh("config", "create", "app", "--", "true"))
+    refused = rollouts.sh("config", "create", "app", "--env", "API_TOKEN=v", "--", "true")
+    assert refused.exit_code == 1 and len(refused.stderr.splitlines()) == 1 and refused.stderr.startswith("error:")
+
+
 def test_an_env_name_that_does_not_look_secret_and_a_removal_do_not_warn(rollouts: Rollouts) -> None:
     assert ok(rollouts.sh("config", "create", "app", "--env", "PORT=1", "--env", "MONKEY_BUSINESS=1", "--", "true"))
     assert ok(rollouts.sh("config", "set", "app", "--env", "API_TOKEN-", "--pass-env", "API_TOKEN")).stderr == ""
