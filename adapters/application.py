@@ -31,9 +31,13 @@ class WriteConflict(Exception):
 
 
 def config_spec(config: DeploymentConfig) -> Spec:
+    return config_spec_of(config.spec)
+
+
+def config_spec_of(data: dict[str, Any]) -> Spec:
     from domain.spec import Spec  # pydantic loads only for commands that change a spec
 
-    return Spec.model_validate(config.spec)
+    return Spec.model_validate(data)
 
 
 def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
@@ -160,7 +164,7 @@ class RolloutsApp(Application[UUID]):
             source = self._undo_source(config, to_revision)
             config.check_can_roll_out()
             spec = {**config.spec, **source.typed_spec().rollout_part()}
-            config.change_spec(spec, meta)
+            config.change_spec(config_spec_of(spec).to_data(), meta)  # as a spec is stored
             cause = f"rollback to {source.revision}"
             aggregates = rollout.trigger(config, [], cause=cause, message=None, supersede=False, meta=meta)
             return aggregates, (config.latest_revision, source.revision)

@@ -93,8 +93,9 @@ class Spec(BaseModel):
         return self.model_dump(mode="json", exclude=self._unstored())
 
     def rollout_part(self) -> dict[str, Any]:
-        """What a deployment runs; a change here is a config change."""
-        return self.model_dump(mode="json", exclude={"history_limit", "trigger", *self._unstored()})
+        """What a deployment runs; a change here is a config change. (With pass_env even when empty:
+        `undo` lays it over the current spec.)"""
+        return self.model_dump(mode="json", exclude={"history_limit", "trigger"})
 
     def hook(self, which: str) -> Hook | None:
         return self.pre_hook if which == "pre" else self.post_hook

@@ -55,6 +55,18 @@ def test_pass_env_adds_names_sorted_once_and_name_minus_removes_one(rollouts: Ro
     assert "Pass env:       B_TOKEN C" in ok(rollouts.run("config", "show", "app")).stdout
 
 
+def test_undo_to_a_revision_that_passed_nothing_passes_nothing_again(rollouts: Rollouts) -> None:
+    ok(rollouts.run("config", "create", "app", "--", "true"))
+    ok(rollouts.run("rollout", "latest", "app"))
+    ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "60", "-q"))
+    ok(rollouts.run("config", "set", "app", "--pass-env", "T"))
+    ok(rollouts.run("rollout", "latest", "app"))
+    ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "60", "-q"))
+    ok(rollouts.run("rollout", "undo", "app", "--to-revision", "1"))
+    assert as_json(rollouts.run("config", "show", "app", "-o", "json"))["spec"]["pass_env"] == []
+    assert ok(rollouts.run("config", "set", "app", "--pass-env", "T-")).stdout == "config app unchanged\n"
+
+
 def test_a_config_without_pass_env_shows_an_empty_list(rollouts: Rollouts) -> None:
     ok(rollouts.run("config", "create", "app", "--", "true"))
     assert as_json(rollouts.run("config", "show", "app", "-o", "json"))["spec"]["pass_env"] == []
