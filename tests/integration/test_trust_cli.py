@@ -67,6 +67,15 @@ def test_undo_to_a_revision_that_passed_nothing_passes_nothing_again(rollouts: R
     assert ok(rollouts.run("config", "set", "app", "--pass-env", "T-")).stdout == "config app unchanged\n"
 
 
+def test_a_passed_value_is_read_from_the_controller_that_launches_each_deployer(rollouts: Rollouts) -> None:
+    ok(rollouts.run("config", "create", "app", "--pass-env", "T", "--", "sh", "-c", 'echo "T=$T"'))
+    for value in ("first", "second"):
+        ok(rollouts.run("rollout", "latest", "app"))
+        ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "60", "-q", env={"T": value}))
+    assert ok(rollouts.sh("logs", "app", "--revision", "1")).stdout == "T=first\n"
+    assert ok(rollouts.sh("logs", "app", "--revision", "2")).stdout == "T=second\n"
+
+
 def test_a_config_without_pass_env_shows_an_empty_list(rollouts: Rollouts) -> None:
     ok(rollouts.run("config", "create", "app", "--", "true"))
     assert as_json(rollouts.run("config", "show", "app", "-o", "json"))["spec"]["pass_env"] == []
