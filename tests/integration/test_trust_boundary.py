@@ -58,6 +58,7 @@ def secrets() -> dict[str, str]:
     return {
         "MY_SECRET_TOKEN": secret("token"),
         "AWS_SECRET_ACCESS_KEY": secret("aws"),
+        "PGPASSWORD": secret("pgpassword"),
         "DEPLOY_TOKEN": secret("passed"),
     }
 
