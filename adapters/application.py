@@ -31,13 +31,20 @@ class WriteConflict(Exception):
 
 
 def config_spec(config: DeploymentConfig) -> Spec:
+    return config_spec_of(config.spec)
+
+
+def config_spec_of(data: dict[str, Any]) -> Spec:
     from domain.spec import Spec  # pydantic loads only for commands that change a spec
 
-    return Spec.model_validate(config.spec)
+    return Spec.model_validate(data)
 
 
 def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
-    return {"actor": actor, "correlation_id": uuid.uuid4().hex, **extra}
+    """An event's metadata: `actor` is what --as says; `os_user` who ran the command, whatever it says."""
+    from adapters.identity import os_user
+
+    return {"actor": actor, "os_user": os_user(), "correlation_id": uuid.uuid4().hex, **extra}
 
 
 class RolloutsApp(Application[UUID]):
@@ -157,7 +164,7 @@ class RolloutsApp(Application[UUID]):
             source = self._undo_source(config, to_revision)
             config.check_can_roll_out()
             spec = {**config.spec, **source.typed_spec().rollout_part()}
-            config.change_spec(spec, meta)
+            config.change_spec(config_spec_of(spec).to_data(), meta)  # as a spec is stored
             cause = f"rollback to {source.revision}"
             aggregates = rollout.trigger(config, [], cause=cause, message=None, supersede=False, meta=meta)
             return aggregates, (config.latest_revision, source.revision)

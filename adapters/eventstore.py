@@ -22,6 +22,11 @@ class StoreUnavailable(Exception):
 CACHE = {"AGGREGATE_CACHE_MAXSIZE": "500", "AGGREGATE_CACHE_FASTFORWARD": "y"}
 
 
+def libpq_password() -> None:
+    """No password from us: libpq finds one its own ways (PGPASSWORD, PGPASSFILE, ~/.pgpass)."""
+    return None
+
+
 def store_env(home: Home, store: str | None) -> dict[str, str]:
     """The eventsourcing environment for the SQLite file in `home`, or for `store`."""
     if not store:
@@ -33,6 +38,12 @@ def store_env(home: Home, store: str | None) -> dict[str, str]:
             "SQLITE_LOCK_TIMEOUT": "10",
         }
     url = parse_store(store)
+    # An empty POSTGRES_PASSWORD would reach libpq as password='', which hides PGPASSWORD from it.
+    password = (
+        {"POSTGRES_PASSWORD": url.password}
+        if url.password
+        else {"POSTGRES_GET_PASSWORD_TOPIC": "adapters.eventstore:libpq_password"}
+    )
     return {
         **CACHE,
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
@@ -41,7 +52,7 @@ def store_env(home: Home, store: str | None) -> dict[str, str]:
         "POSTGRES_HOST": url.host,
         "POSTGRES_PORT": str(url.port),
         "POSTGRES_USER": url.user,
-        "POSTGRES_PASSWORD": url.password,
+        **password,
         "POSTGRES_SCHEMA": url.schema,
         "POSTGRES_CONNECT_TIMEOUT": "5",
         "POSTGRES_PRE_PING": "y",
@@ -61,7 +72,8 @@ def open_app(home: Home, store: str | None) -> Any:
 
 
 def open_recorder(home: Home, store: str | None) -> Any:
-    """Only the log's recorder, for reads: no aggregates, no application to import."""
+    """Only the log's recorder, for reads: no aggregates, no application to import. On a
+    PostgreSQL store that exists it attempts no DDL, so a role that may only SELECT can read."""
 
     def construct(env: dict[str, str]) -> Any:
         from eventsourcing.persistence import InfrastructureFactory
@@ -69,39 +81,57 @@ def open_recorder(home: Home, store: str | None) -> Any:
 
         return InfrastructureFactory.construct(Environment(APP_NAME, {**os.environ, **env})).application_recorder()
 
-    return _open(home, store, construct)
+    return _open(home, store, construct, reading=True)
 
 
-def _open(home: Home, store: str | None, construct: Callable[[dict[str, str]], Any]) -> Any:
+def _open(home: Home, store: str | None, construct: Callable[[dict[str, str]], Any], reading: bool = False) -> Any:
     env = store_env(home, store)
     try:
         if not store:
             with home.init_lock():
                 private_file(home.events_db)
                 return construct(env)
-        return _open_postgres(parse_store(store), lambda: construct(env))
+        url = parse_store(store)
+        if reading and _postgres_log_exists(url):
+            return construct({**env, "CREATE_TABLE": "no"})
+        return _open_postgres(url, lambda: construct(env))
     except StoreUnavailable:
         raise
     except Exception as error:  # noqa: BLE001 - any driver error means "cannot use the store"
         raise StoreUnavailable(describe(error, store)) from None
 
 
-def _open_postgres(url: PostgresURL, construct: Callable[[], Any]) -> Any:
-    """Create the schema and tables under an advisory lock (concurrent opens collide)."""
-    import psycopg
-
-    conninfo = {
+def _conninfo(url: PostgresURL) -> dict[str, Any]:
+    """Without a password in the URL, none is given: libpq then looks for one its own ways."""
+    return {
         "dbname": url.dbname,
         "host": url.host,
         "port": url.port,
         "user": url.user,
-        "password": url.password,
+        "password": url.password or None,
         "connect_timeout": 5,
     }
-    with psycopg.connect(**conninfo, autocommit=True) as conn:
+
+
+def _postgres_log_exists(url: PostgresURL) -> bool:
+    """Whether the log's table is there (then a read needs no DDL, and no lock)."""
+    import psycopg
+
+    table = f'"{url.schema or "public"}".{APP_NAME}_events'
+    with psycopg.connect(**_conninfo(url), autocommit=True) as conn:
+        return conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None  # type: ignore[index]
+
+
+def _open_postgres(url: PostgresURL, construct: Callable[[], Any]) -> Any:
+    """Create the schema and tables under an advisory lock (concurrent opens collide)."""
+    import psycopg
+
+    with psycopg.connect(**_conninfo(url), autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(7262011)")
         try:
-            if url.schema:
+            # Only when missing: CREATE SCHEMA IF NOT EXISTS needs the database's CREATE privilege even then.
+            found = conn.execute("SELECT to_regnamespace(%s)", (f'"{url.schema}"',)).fetchone() if url.schema else None
+            if url.schema and found is not None and found[0] is None:
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{url.schema}"')
             return construct()
         finally:

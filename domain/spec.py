@@ -5,12 +5,31 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from domain.names import HOOK_TRIES, NAME_PATTERN, validate_name  # noqa: F401 - re-exported
 
 ENV_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HOOK_POLICIES = ("abort", "retry", "ignore")
+RESERVED_PREFIX = "ROLLOUT_"  # set by rollouts itself for every deployer and hook
+NEVER_PASSED = frozenset({"ROLLOUTS_STORE"})  # may hold the store's password
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an env name looks like it holds a secret (*TOKEN*, *SECRET*, *PASSWORD*, *KEY*)."""
+    upper = name.upper()
+    return any(word in upper for word in SECRET_WORDS)
+
+
+def _passable(name: str) -> str:
+    if not ENV_KEY_PATTERN.fullmatch(name):
+        raise ValueError(f"invalid variable name {name[:80]!r}: a name only (its value is read at launch)")
+    if name.startswith(RESERVED_PREFIX):
+        raise ValueError(f"{name} cannot be passed: rollouts sets the {RESERVED_PREFIX}* variables itself")
+    if name in NEVER_PASSED:
+        raise ValueError(f"{name} cannot be passed: it may hold the store's password")
+    return name
 
 
 def _argv_not_blank(argv: list[str]) -> list[str]:
@@ -37,6 +56,7 @@ class Spec(BaseModel):
 
     command: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
+    pass_env: list[str] = Field(default_factory=list)  # names whose values are read at launch, never stored
     timeout: int = Field(default=600, ge=1, le=86400)
     history_limit: int = Field(default=10, ge=1)
     trigger: Literal["manual", "config-change"] = "manual"
@@ -53,11 +73,28 @@ class Spec(BaseModel):
                 raise ValueError(f"invalid env name {key!r}")
         return env
 
+    @field_validator("pass_env")
+    @classmethod
+    def _pass_env_names(cls, names: list[str]) -> list[str]:
+        return sorted({_passable(name) for name in names})
+
+    @model_validator(mode="after")
+    def _set_or_passed(self) -> Spec:
+        both = sorted(set(self.env) & set(self.pass_env))
+        if both:
+            raise ValueError(f"{both[0]} is both set in env and passed from the controller's environment: keep one")
+        return self
+
+    def _unstored(self) -> set[str]:
+        """An empty pass_env is left out of the data: specs without one stay as they were written."""
+        return set() if self.pass_env else {"pass_env"}
+
     def to_data(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", exclude=self._unstored())
 
     def rollout_part(self) -> dict[str, Any]:
-        """What a deployment runs; a change here is a config change."""
+        """What a deployment runs; a change here is a config change. (With pass_env even when empty:
+        `undo` lays it over the current spec.)"""
         return self.model_dump(mode="json", exclude={"history_limit", "trigger"})
 
     def hook(self, which: str) -> Hook | None:

@@ -77,6 +77,7 @@ def events(
     rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position", args))
     for row in rows:
         row["data"] = document(row["data"])[1]
+        row["os_user"] = (row["data"].get("meta") or {}).get("os_user")  # null for events written before it
     columns = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
     show(rows, columns, output, "No events.")
 

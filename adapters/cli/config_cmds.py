@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from adapters.cli.output import emit_json, output_option, show
-from adapters.cli.spec_options import changed_spec, spec_options
+from adapters.cli.spec_options import changed_spec, spec_options, warn_secret_env
 from adapters.cli.state import State, pass_state
 from domain.errors import NotFound
 
@@ -48,9 +48,11 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
     Example:
       rollouts config create web --timeout 300 --pre-hook './migrate.sh --check' -- ./deploy.sh web
       rollouts config create api --trigger config-change -- python deploy.py
+      rollouts config create db --pass-env DB_TOKEN -- ./migrate.sh   # value read at launch
     """
     spec = changed_spec({}, command, options)
     revision = state.app.create_config(name, spec, state.meta())
+    warn_secret_env(options["env"])  # once recorded: a refused command prints its error line only
     click.echo(f"config {name} created")
     if revision:
         click.echo(f"version {revision} triggered (config change)")
@@ -70,12 +72,14 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
     \b
     Example:
       rollouts config set web --env LOG=debug --env OLD-
+      rollouts config set web --pass-env API_TOKEN --pass-env OLD_TOKEN-
       rollouts config set web --pre-hook ''            # remove the pre hook
       rollouts config set web -- ./deploy.sh --v2
     """
     changed, revision = state.app.set_config(
         name, lambda spec: changed_spec(spec.to_data(), command, options), state.meta()
     )
+    warn_secret_env(options["env"])
     click.echo(f"config {name} {'updated' if changed else 'unchanged'}")
     if revision:
         click.echo(f"version {revision} triggered (config change)")
@@ -90,6 +94,7 @@ def config_rows(state: State, name: str | None = None) -> list[dict[str, Any]]:
     rows = list(db.query(sql + (" WHERE c.name = ?" if name else "") + " ORDER BY c.name", [name] if name else []))
     for row in rows:
         row["spec"] = json.loads(row["spec"])
+        row["spec"].setdefault("pass_env", [])  # left out of the stored spec when empty
         row["paused"] = bool(row["paused"])
         row["latest_phase"] = row.pop("phase")
     return rows
@@ -119,6 +124,7 @@ def show_(state: State, name: str, output: str) -> None:
         ("Name", name),
         ("Command", json.dumps(spec["command"])),
         ("Env", json.dumps(spec["env"])),
+        ("Pass env", " ".join(spec.get("pass_env", [])) or "<none>"),
         ("Timeout", f"{spec['timeout']}s"),
         ("History limit", spec["history_limit"]),
         ("Trigger", spec["trigger"]),

@@ -53,6 +53,9 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
         raise click.UsageError("--once and --until-idle exclude each other")
     from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, claimant_id
     from adapters.runtime.local import LocalRuntime
+    from adapters.runtime.shim import undumpable
+
+    undumpable()  # its environment (a store URL, what configs pass) is not its deployers' to read
 
     def log(text: str) -> None:
         if not quiet:

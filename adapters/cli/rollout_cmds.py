@@ -191,6 +191,8 @@ def _revision_detail(row: dict[str, Any]) -> None:
         click.echo(f"{key.replace('_', ' ').capitalize() + ':':<13}{row[key] if row[key] is not None else '<none>'}")
     click.echo(f"{'Command:':<13}{json.dumps(spec['command'])}")
     click.echo(f"{'Env:':<13}{json.dumps(spec['env'])}")
+    if spec.get("pass_env"):
+        click.echo(f"{'Pass env:':<13}{' '.join(spec['pass_env'])}")
     for which in ("pre_hook", "post_hook"):
         if spec.get(which):
             click.echo(

@@ -14,7 +14,16 @@ POLICY = click.Choice(["abort", "retry", "ignore"])
 
 def spec_options(f: F) -> F:
     options = [
-        click.option("--env", "env", multiple=True, metavar="K=V", help="Set K (repeatable); K- removes it."),
+        click.option(
+            "--env", "env", multiple=True, metavar="K=V", help="Set K (repeatable; recorded in the log); K- removes it."
+        ),
+        click.option(
+            "--pass-env",
+            "pass_env",
+            multiple=True,
+            metavar="NAME",
+            help="Pass NAME from the controller's environment at launch, never stored (repeatable); NAME- stops.",
+        ),
         click.option("--timeout", type=int, help="Seconds an attempt may take, hooks included (1-86400)."),
         click.option("--history-limit", type=int, help="Keep logs of the last N versions (at least 1)."),
         click.option(
@@ -45,6 +54,31 @@ def merged_env(env: dict[str, str], changes: tuple[str, ...]) -> dict[str, str]:
     return result
 
 
+def merged_pass_env(names: list[str], changes: tuple[str, ...]) -> list[str]:
+    """`--pass-env NAME` adds NAME, `--pass-env NAME-` removes it; the spec validates the names."""
+    result = set(names)
+    for change in changes:
+        if change.endswith("-") and len(change) > 1:
+            result.discard(change[:-1])
+        else:
+            result.add(change)
+    return sorted(result)
+
+
+def warn_secret_env(changes: tuple[str, ...]) -> None:
+    """`--env` values are in the log for ever: say so when a name looks like a secret's."""
+    from domain.spec import looks_secret
+
+    for change in changes:
+        key = change.split("=", 1)[0]
+        if "=" in change and looks_secret(key):
+            click.echo(
+                f"warning: --env {key}: the value is recorded in the event log for ever;"
+                f" for a secret use --pass-env {key} (read from the controller's environment at launch)",
+                err=True,
+            )
+
+
 def hook_change(
     current: dict[str, Any] | None, which: str, command: str | None, policy: str | None
 ) -> dict[str, Any] | None:
@@ -73,6 +107,7 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
     if command:
         new["command"] = list(command)
     new["env"] = merged_env(data.get("env", {}), options["env"])
+    new["pass_env"] = merged_pass_env(data.get("pass_env", []), options["pass_env"])
     for key in ("timeout", "history_limit", "trigger"):
         if options[key] is not None:
             new[key] = options[key]
@@ -85,4 +120,7 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "spec"
-        raise click.BadParameter(f"{where}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        if where == "pass_env":
+            raise click.BadParameter(message, param_hint="--pass-env") from None
+        raise click.BadParameter(f"{where}: {message}") from None

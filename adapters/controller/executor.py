@@ -10,6 +10,7 @@ from typing import Any
 
 from adapters.application import WriteConflict
 from adapters.controller import commands
+from adapters.controller.launch import Launch, launch_spec
 from adapters.controller.plan import REPORTS, Action, is_gone
 from adapters.runtime.local import UNKNOWN_CLAIM, DeployerExists, LocalRuntime
 from domain.deployment import Deployment
@@ -82,7 +83,7 @@ class Executor:
     def _create_all(self, creates: Sequence[Action]) -> list[tuple[tuple[Action, ...], Exception]]:
         """The creates of committed claims, each checked against the log first, their runtime rows
         inserted together (one sync to disk) where the runtime can (LocalRuntime.batched)."""
-        ready: list[tuple[Action, int, list[str], dict[str, str], str]] = []
+        ready: list[tuple[Action, int, Launch, str]] = []
         failures: list[tuple[tuple[Action, ...], Exception]] = []
         for a in creates:
             try:
@@ -142,15 +143,14 @@ class Executor:
         if launch is not None:
             self._runtime_create(*launch)
 
-    def _launch(self, a: Action) -> tuple[Action, int, list[str], dict[str, str], str] | None:
+    def _launch(self, a: Action) -> tuple[Action, int, Launch, str] | None:
         """What to create for `a`, if the log says it is the current, uncreated step of our claim."""
         deployment = commands.current_step(self.app, a.config, a.version, a.name, self.claimant)  # type: ignore[arg-type]
         if deployment is None:
             return None
-        argv, env = launch_spec(deployment, os.environ)
-        return a, deployment.attempt, argv, env, self.claim_token(deployment)
+        return a, deployment.attempt, launch_spec(deployment, os.environ, self.cwd), self.claim_token(deployment)
 
-    def _runtime_create(self, a: Action, attempt: int, argv: list[str], env: dict[str, str], claim: str) -> None:
+    def _runtime_create(self, a: Action, attempt: int, launch: Launch, claim: str) -> None:
         # DeployerExists: created before (by us before a crash, or by a twin controller): reported all the same,
         # if the row names our claim (else it is a deployer of another history, and the report says so).
         with contextlib.suppress(DeployerExists):
@@ -159,8 +159,9 @@ class Executor:
                 config=a.config,
                 revision=a.version,
                 attempt=attempt,
-                argv=argv,
-                env=env,
+                argv=launch.argv,
+                env=launch.env,
+                pass_env=launch.pass_env,
                 cwd=self.cwd,
                 claim=claim,
             )
@@ -248,22 +249,3 @@ class Executor:
     def _ended(self, a: Action, changed: Deployment | None) -> None:
         if changed is not None and changed.is_terminal:
             self.ended.add(a.config)  # the pass that ends a deployment prunes (history limit)
-
-
-def launch_spec(deployment: Deployment, base_env: Any) -> tuple[list[str], dict[str, str]]:
-    """The argv and full environment of the deployment's current step (DESIGN section 7)."""
-    spec = deployment.typed_spec()
-    step = deployment.step or {}
-    kind, name = step["kind"], step["name"]
-    env = {
-        **base_env,
-        **spec.env,
-        "ROLLOUT_CONFIG": deployment.config,
-        "ROLLOUT_VERSION": str(deployment.revision),
-        "ROLLOUT_ATTEMPT": str(deployment.attempt),
-        "ROLLOUT_DEPLOYER": name,
-    }
-    if kind == "deployer":
-        return list(spec.command), env
-    hook = spec.hook(kind)
-    return list(hook.command), {**env, "ROLLOUT_HOOK": kind}  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -35,12 +35,12 @@ _SCHEMA = (
         creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
         pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
         log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
-        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL, claim TEXT)""",
+        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL, pass_env TEXT, claim TEXT)""",
     "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
     "CREATE INDEX IF NOT EXISTS deployers_unended ON deployers (name) WHERE ended_at IS NULL",
 )
 # Columns added after the first release, for runtime tables created before them.
-_ADDED_COLUMNS = {"stop_deadline": "REAL", "claim": "TEXT"}
+_ADDED_COLUMNS = {"stop_deadline": "REAL", "pass_env": "TEXT", "claim": "TEXT"}
 _OBSERVED = (
     "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned, claim"
     " FROM deployers"
@@ -49,9 +49,9 @@ _ACTIVE = " WHERE state IN ('created', 'running')"
 _ACTIVE_NAMES = "SELECT name FROM deployers" + _ACTIVE
 _ORDER = " ORDER BY created_at, name"
 _INSERT = (
-    "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, cwd,"
+    "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, pass_env, cwd,"
     " creator_pid, creator_start, log_path, created_at, claim) VALUES (:name, :config,"
-    " :revision, :attempt, 'created', :argv, :env, :cwd, :creator_pid, :creator_start,"
+    " :revision, :attempt, 'created', :argv, :env, :pass_env, :cwd, :creator_pid, :creator_start,"
     " :log_path, :created_at, :claim)"
 )
 _TOMBSTONE = (
@@ -65,9 +65,23 @@ _LOST = (
 _ENDED = "UPDATE deployers SET ended_at = ? WHERE name = ? AND ended_at IS NULL"
 # Stopped or deleted, but not yet known to be gone (served by the partial index deployers_unended).
 _STOPPING = "SELECT * FROM deployers WHERE ended_at IS NULL AND +state IN ('stopped', 'deleted')"
+# Tables from before pass_env stored each deployer's whole environment, the controller's secrets included.
+_FORGET_ENV = "UPDATE deployers SET env = NULL WHERE state != 'created' AND env IS NOT NULL"
 _PRUNE = (
     "UPDATE deployers SET pruned = 1, argv = NULL, env = NULL WHERE name = ? AND state NOT IN ('created', 'running')"
 )
+
+
+def _forget_environments(db: sqlite3.Connection) -> None:
+    """Once, on a table from before pass_env: rows past their spawn need no env; their bytes are
+    overwritten (secure_delete), and the write-ahead log that held them is emptied."""
+    db.execute("PRAGMA secure_delete = ON")
+    try:
+        with writing(db):
+            db.execute(_FORGET_ENV)
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.execute("PRAGMA secure_delete = OFF")
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,8 @@ class LocalRuntime:
             for column, kind in _ADDED_COLUMNS.items():
                 if column not in columns:
                     db.execute(f"ALTER TABLE deployers ADD COLUMN {column} {kind}")
+            if "pass_env" not in columns:
+                _forget_environments(db)
         return db
 
     @contextmanager
@@ -193,9 +209,13 @@ class LocalRuntime:
         argv: list[str],
         env: dict[str, str],
         cwd: str,
+        pass_env: Sequence[str] = (),
         claim: str | None = None,
     ) -> None:
         """Insert the row (committed before anything runs), then start the shim.
+
+        `env` is stored in the row; of `pass_env` only the names are: the shim takes their values
+        from its own environment (this process's) when it spawns the deployer, and `env` wins.
 
         Inside batched(), the row joins the batch's transaction and the shim starts once it is
         committed.
@@ -210,6 +230,7 @@ class LocalRuntime:
             "attempt": attempt,
             "argv": json.dumps(argv),
             "env": json.dumps(env),
+            "pass_env": json.dumps(sorted(pass_env)),
             "cwd": cwd,
             "creator_pid": me,
             "creator_start": procs.start_time_of(me),
@@ -313,6 +334,7 @@ class LocalRuntime:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                env=shim.spawner_environment(),
             )
         except OSError as exc:
             # Lost only if no shim (a fork server's, whose answer was lost) has claimed the row.

@@ -23,6 +23,7 @@ else:  # run as `python -I -S shim.py`: the stdlib and this folder only
 
 BUSY_TIMEOUT = 30.0
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _CANNOT_EXECUTE = 127
 _FORWARDED = (signal.SIGTERM, signal.SIGINT)
 
@@ -121,7 +122,7 @@ def _claim(db: sqlite3.Connection, name: str) -> sqlite3.Row | None:
     me = os.getpid()
     with writing(db):
         claimed = db.execute(_CLAIM, {"pid": me, "start": procs.start_time_of(me), "name": name}).rowcount == 1
-        spec = db.execute("SELECT argv, env, cwd FROM deployers WHERE name = ?", (name,)).fetchone()
+        spec = db.execute("SELECT argv, env, pass_env, cwd FROM deployers WHERE name = ?", (name,)).fetchone()
     return spec if claimed else None
 
 
@@ -154,6 +155,13 @@ def _libc_prctl() -> Callable[..., int]:
     if _prctl is None:
         _prctl = ctypes.CDLL(None, use_errno=True).prctl
     return _prctl
+
+
+def undumpable() -> None:
+    """Keep this process's /proc/PID files (environ, memory, descriptors) from the account's other
+    processes, its deployers included: they may read only what they were given. Root still can;
+    a deployer is dumpable again once exec'd."""
+    _libc_prctl()(_PR_SET_DUMPABLE, 0)
 
 
 def preload() -> None:
@@ -200,11 +208,29 @@ def _child_setup(shim_pid: int) -> Callable[[], None]:
     return setup
 
 
+UNINHERITED = ("ROLLOUTS_STORE",)  # may hold the store's password; no deployer is ever given it
+
+
+def spawner_environment() -> dict[str, str]:
+    """The environment a shim or the fork server is started with: the controller's, less the store URL."""
+    return {k: v for k, v in os.environ.items() if k not in UNINHERITED}
+
+
+def environment(stored: dict[str, str], passed: list[str], own: dict[str, str]) -> dict[str, str]:
+    """The deployer's environment: the row's env, over the variables named in `passed` as this
+    shim has them (inherited from the controller). Their values are read here, written nowhere."""
+    missing = [name for name in passed if name not in own and name not in stored]
+    if missing:
+        print(f"rollouts shim: not in the controller's environment, not passed: {' '.join(missing)}", file=sys.stderr)
+    return {**{name: own[name] for name in passed if name in own}, **stored}
+
+
 def _spawn(spec: sqlite3.Row) -> subprocess.Popen[bytes]:
+    env = environment(json.loads(spec["env"]), json.loads(spec["pass_env"] or "[]"), dict(os.environ))
     with _clean_slate():
         return subprocess.Popen(
             json.loads(spec["argv"]),
-            env=json.loads(spec["env"]),
+            env=env,
             cwd=spec["cwd"],
             stdin=subprocess.DEVNULL,
             process_group=0,
@@ -237,6 +263,7 @@ def _record_exit(db: sqlite3.Connection, name: str, returncode: int) -> None:
 
 def run(db_path: str, name: str, heartbeat: tuple[str, float] | None = None) -> int:
     """Run deployer `name` to its end; every outcome is written to the row, never raised."""
+    undumpable()
     forwarder = _Forwarder()
     db = connect(db_path)
     # This shim's writes need not survive a power loss, which ends its deployer too: each row it

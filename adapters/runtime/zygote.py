@@ -3,10 +3,10 @@
 Starting a shim as its own interpreter costs tens of milliseconds of CPU (Python's start and
 the shim's imports); a fork of this small, single-threaded process costs about one. A forked
 shim is set up as `python -I -S shim.py DB NAME` started by the controller would be: its own
-session, stdin from /dev/null, stdout and stderr to its log, the controller's environment,
-working directory and umask (this server's), and it outlives the controller. This server reaps
-the shims it forked while it lives (as the controller reaps the shims it starts); it ends when
-its controller closes the request pipe or dies.
+session, stdin from /dev/null, stdout and stderr to its log, the controller's environment (less
+the store URL), working directory and umask (this server's), and it outlives the controller.
+This server reaps the shims it forked while it lives (as the controller reaps the shims it
+starts); it ends when its controller closes the request pipe or dies.
 
 Protocol, one line each way, answered in order: the client sends {"name": ..., "log": ...} as
 JSON; the server answers "PID START_TIME" (the shim's pid and its start time in clock ticks) or
@@ -104,6 +104,7 @@ def serve(db_path: str, heartbeat: tuple[str, float] | None = None) -> int:
     """Answer requests on stdin until it closes; reap forked shims meanwhile."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # its own session; only EOF or a kill ends it
     shim.preload()
+    shim.undumpable()  # and so the shims it forks
     os.write(1, READY)
     pending = b""
     while True:
@@ -211,7 +212,12 @@ class Zygote:
             raise ZygoteFailed(self._broken)
         try:
             proc = subprocess.Popen(
-                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, close_fds=True
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                env=shim.spawner_environment(),
             )
         except OSError as exc:
             self._broken = f"fork server did not start: {exc}"

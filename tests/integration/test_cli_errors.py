@@ -57,6 +57,17 @@ CASES = [
     pytest.param(
         ["config", "create", "api", "--pre-hook-policy", "retry", "--", "true"], USAGE, id="policy without a hook"
     ),
+    pytest.param(["config", "create", "api", "--pass-env", "1BAD", "--", "true"], USAGE, id="pass-env digit first"),
+    pytest.param(["config", "create", "api", "--pass-env", "A=b", "--", "true"], USAGE, id="pass-env with a value"),
+    pytest.param(["config", "create", "api", "--pass-env", "MY-VAR", "--", "true"], USAGE, id="pass-env with a dash"),
+    pytest.param(["config", "create", "api", "--pass-env", "", "--", "true"], USAGE, id="pass-env empty"),
+    pytest.param(["config", "create", "api", "--pass-env", "ROLLOUT_CONFIG", "--", "true"], USAGE, id="pass ROLLOUT_"),
+    pytest.param(["config", "set", "web", "--pass-env", "ROLLOUT_DEPLOYER"], USAGE, id="set pass-env ROLLOUT_"),
+    pytest.param(["config", "set", "web", "--pass-env", "ROLLOUTS_STORE"], USAGE, id="pass the store URL"),
+    pytest.param(["config", "set", "web", "--pass-env", "é"], USAGE, id="set pass-env non-ascii"),
+    pytest.param(
+        ["config", "create", "api", "--env", "A=1", "--pass-env", "A", "--", "true"], USAGE, id="set and passed"
+    ),
     pytest.param(["config", "set", "nope", "--env", "A=1"], MISSING, id="set of an unknown config"),
     pytest.param(["config", "show", "nope"], MISSING, id="show of an unknown config"),
     pytest.param(["rollout", "latest", "nope"], MISSING, id="latest of an unknown config"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pathlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from adapters.runtime.local import DeployerExists, NoSuchDeployer, Observed
@@ -86,6 +86,7 @@ class SimRuntime:
         argv: list[str],
         env: dict[str, str],
         cwd: str,
+        pass_env: Sequence[str] = (),
     ) -> None:
         if not argv:
             raise ValueError("a deployer needs a command")

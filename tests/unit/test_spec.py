@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from domain.spec import Hook, Spec, validate_name
+from domain.spec import Hook, Spec, looks_secret, validate_name
 
 
 def spec(**fields: Any) -> Spec:
@@ -169,3 +169,42 @@ def test_rollout_part_leaves_out_what_does_not_change_a_rollout() -> None:
 def test_spec_is_immutable() -> None:
     with pytest.raises(ValidationError):
         spec().timeout = 5  # type: ignore[misc]
+
+
+# -- pass_env ----------------------------------------------------------------------
+
+
+def test_pass_env_holds_names_sorted_and_once() -> None:
+    assert spec(pass_env=["B_TOKEN", "A", "B_TOKEN"]).pass_env == ["A", "B_TOKEN"]
+
+
+@pytest.mark.parametrize(
+    "name", ["", "1A", "A=b", "MY-VAR", "A B", "é", "ROLLOUT_CONFIG", "ROLLOUT_X", "ROLLOUTS_STORE"]
+)
+def test_pass_env_refuses_what_is_not_a_passable_variable_name(name: str) -> None:
+    with pytest.raises(ValidationError):
+        spec(pass_env=[name])
+
+
+def test_a_name_both_set_and_passed_is_refused() -> None:
+    with pytest.raises(ValidationError, match="keep one"):
+        spec(env={"A": "1"}, pass_env=["A"])
+
+
+def test_a_spec_without_pass_env_stores_what_it_stored_before_pass_env_existed() -> None:
+    assert "pass_env" not in spec().to_data() and spec().rollout_part()["pass_env"] == []
+    assert spec(pass_env=["T"]).to_data()["pass_env"] == ["T"]
+    assert Spec.model_validate(spec(pass_env=["T"]).to_data()) == spec(pass_env=["T"])
+
+
+def test_a_pass_env_change_is_a_rollout_change() -> None:
+    assert spec(pass_env=["T"]).rollout_part() != spec().rollout_part()
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [("API_TOKEN", True), ("client_secret", True), ("PGPASSWORD", True), ("ssh_key", True), ("Monkey", True)]
+    + [("PORT", False), ("LOG_LEVEL", False), ("TOKE", False)],
+)
+def test_names_that_look_secret(name: str, secret: bool) -> None:
+    assert looks_secret(name) is secret

@@ -1,0 +1,48 @@
+"""What a deployer or hook starts with (DESIGN 7.2): its argv, the env stored for it, the names passed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from domain.deployment import Deployment
+
+# Taken from the controller's environment for every deployer and hook; nothing else is, unless named.
+INHERITED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TERM"})
+INHERITED_PREFIXES = ("LC_",)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """`env` may be stored (the spec's env, ROLLOUT_*, PWD); the values of `pass_env` never are: the
+    process that spawns the deployer takes them from its own environment (the controller's)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    pass_env: list[str]
+
+
+def inherited(names: Iterable[str]) -> list[str]:
+    """Those of the controller's variable `names` that every deployer gets."""
+    return sorted(n for n in names if n in INHERITED or n.startswith(INHERITED_PREFIXES))
+
+
+def launch_spec(deployment: Deployment, controller_names: Iterable[str], cwd: str) -> Launch:
+    """The argv and environment of the deployment's current step, for a controller whose
+    environment has `controller_names` and whose working directory is `cwd`."""
+    spec = deployment.typed_spec()
+    step = deployment.step or {}
+    kind, name = step["kind"], step["name"]
+    env = {
+        "PWD": cwd,
+        **spec.env,
+        "ROLLOUT_CONFIG": deployment.config,
+        "ROLLOUT_VERSION": str(deployment.revision),
+        "ROLLOUT_ATTEMPT": str(deployment.attempt),
+        "ROLLOUT_DEPLOYER": name,
+    }
+    passed = sorted({*inherited(controller_names), *spec.pass_env} - set(env))
+    if kind == "deployer":
+        return Launch(list(spec.command), env, passed)
+    hook = spec.hook(kind)
+    return Launch(list(hook.command), {**env, "ROLLOUT_HOOK": kind}, passed)  # type: ignore[union-attr]

@@ -1,0 +1,19 @@
+"""Who really acts: the OS account of this process's real uid, at this host (not USER or LOGNAME)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pwd
+import socket
+
+
+@functools.cache
+def os_user() -> str:
+    """`ACCOUNT@HOST`; the uid itself when the account has no name (some containers)."""
+    uid = os.getuid()
+    try:
+        account = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        account = str(uid)
+    return f"{account}@{socket.gethostname()}"
