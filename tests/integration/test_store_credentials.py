@@ -121,6 +121,7 @@ READS = [
     ["config", "list", "-o", "json"],
     ["config", "show", "app", "-o", "json"],
     ["projections", "status", "-o", "json"],
+    ["log", "verify", "-o", "json"],
 ]
 
 
