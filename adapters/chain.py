@@ -61,16 +61,22 @@ class Verdict:
         return not self.breaks
 
 
-def verify(rows: Iterable[tuple[int, Any, int, str, bytes, str | None]], keep: int | None = None) -> Verdict:
+def verify(
+    rows: Iterable[tuple[int, Any, int, str, bytes, str | None]],
+    keep: int | None = None,
+    start: str = ZERO,
+    chained: bool = False,
+) -> Verdict:
     """Recompute the chain over (position, stream, version, topic, state, stored hash) in position order.
 
     A row with no stream is a hash kept for an event that is gone. A mismatch is reported where it
     shows; the walk goes on from the stored hash, so each later break is reported where it is, not
-    as a cascade. `keep` is a position whose hash the verdict keeps (`--expect-head`). The loop is
-    link() inlined: it runs once per event of the log.
+    as a cascade. `keep` is a position whose hash the verdict keeps (`--expect-head`). A walk of a
+    part of the log starts from the hash stored before it (`start`, `chained`). The loop is link()
+    inlined: it runs once per event of the log.
     """
     verdict = Verdict()
-    running, chained, count, position = ZERO, False, 0, 0
+    running, count, position = start, 0, 0
     sha = hashlib.sha256
     for position, stream, version, topic, state, stored in rows:
         if stream is None:
@@ -110,6 +116,14 @@ def hashes_after(previous: str, records: Iterable[tuple[Any, int, str, bytes]]) 
         yield previous
 
 
-def verify_log(recorder: Any, keep: int | None = None) -> Verdict:
-    """Walk a chained recorder's log (adapters.recorders) from position zero."""
-    return verify(recorder.chained_rows(), keep)
+def joined(parts: list[Verdict]) -> Verdict:
+    """The verdict of consecutive parts of one log, walked apart."""
+    whole = Verdict()
+    for part in parts:
+        whole.events += part.events
+        whole.unchained += part.unchained
+        whole.breaks += part.breaks
+        whole.hash_at.update(part.hash_at)
+        if part.events:
+            whole.head, whole.head_hash = part.head, part.head_hash
+    return whole

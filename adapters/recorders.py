@@ -10,9 +10,11 @@ lock), never on an ordinary open.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -28,6 +30,7 @@ CHAIN_TABLE = "rollouts_chain"
 LOG_TABLE = "rollouts_log"
 _BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
+PARALLEL_FROM = 100_000  # events: below this a walk in one process is as fast
 
 
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
@@ -73,23 +76,33 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def chained_rows(self) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
         """Every event in position order with its stored hash (None when it has none), and each hash
         whose event is gone as a row with no stream: two ordered scans of one snapshot, merged."""
-        pool = self.datastore.pool
-        conn = sqlite3.connect(f"file:{pool.db_name}?mode=ro", uri=True)
-        try:
-            conn.execute("BEGIN")  # one snapshot for both scans
-            events = conn.execute(
-                f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name}"
-                " ORDER BY rowid"
+        return sqlite_walk(str(self.datastore.pool.db_name), self.events_table_name, 0, None)
+
+    def parts(self, count: int, smallest: int = PARALLEL_FROM) -> list[Part] | None:
+        """The log cut into `count` consecutive parts that can be walked apart (each from the hash stored
+        before it), or None when it is small or does not start chained (a walk from zero is needed)."""
+        table, db = self.events_table_name, str(self.datastore.pool.db_name)
+        rows = self._query(
+            f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table}),"
+            f" (SELECT min(position) FROM {CHAIN_TABLE}), (SELECT max(position) FROM {CHAIN_TABLE})",
+            (),
+        )
+        if not rows or None in tuple(rows[0]) or count < 2:
+            return None
+        first, last, first_hashed, last_hashed = rows[0]
+        if first != first_hashed or last - first < smallest:
+            return None
+        end = max(last, last_hashed)
+        bounds = [first + i * (end - first + 1) // count for i in range(count)] + [end + 1]
+        parts = []
+        for lo, hi in itertools.pairwise(bounds):
+            before = self._query(
+                f"SELECT hash FROM {CHAIN_TABLE} WHERE position < ? ORDER BY position DESC LIMIT 1", (lo,)
             )
-            try:
-                hashes: Iterable[tuple[int, str]] = conn.execute(
-                    f"SELECT position, hash FROM {CHAIN_TABLE} ORDER BY position"
-                )
-            except sqlite3.OperationalError:  # a log made before the chain
-                hashes = ()
-            yield from merge(events, hashes)
-        finally:
-            conn.close()
+            if lo != first and not before:
+                return None
+            parts.append(Part(db, table, lo, hi - 1, before[0][0] if lo != first else chain.ZERO))
+        return parts
 
     def hash_at(self, position: int) -> str | None:
         return _first(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
@@ -184,6 +197,10 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 h_cur.execute(hashes)
                 yield from merge(e_cur, h_cur)
 
+    def parts(self, count: int, smallest: int = 0) -> None:
+        """Walked in one piece: the server streams it (see ChainedSQLiteRecorder.parts)."""
+        return None
+
     def hash_at(self, position: int) -> str | None:
         sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
         return _first(self._query(sql, (position,)))
@@ -209,6 +226,45 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             if "does not exist" in str(error):
                 return []
             raise
+
+
+@dataclass(frozen=True)
+class Part:
+    """Positions lo..hi of a SQLite log, walked from `start` (the hash stored before lo)."""
+
+    db: str
+    table: str
+    lo: int
+    hi: int
+    start: str
+
+
+def verify_part(part: Part, keep: int | None) -> chain.Verdict:
+    """In a worker process: the chain over one part of the log."""
+    walk = sqlite_walk(part.db, part.table, part.lo, part.hi)
+    return chain.verify(walk, keep, part.start, chained=part.start != chain.ZERO)
+
+
+def sqlite_walk(db: str, table: str, lo: int, hi: int | None) -> Iterator[tuple[Any, ...]]:
+    """Events lo..hi (hi None: to the end) and their hashes, two ordered scans of one snapshot, merged."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    top = 2**63 - 1 if hi is None else hi
+    try:
+        conn.execute("BEGIN")  # one snapshot for both scans
+        events = conn.execute(
+            f"SELECT rowid, originator_id, originator_version, topic, state FROM {table}"
+            " WHERE rowid BETWEEN ? AND ? ORDER BY rowid",
+            (lo, top),
+        )
+        try:
+            hashes: Iterable[tuple[int, str]] = conn.execute(
+                f"SELECT position, hash FROM {CHAIN_TABLE} WHERE position BETWEEN ? AND ? ORDER BY position", (lo, top)
+            )
+        except sqlite3.OperationalError:  # a log made before the chain
+            hashes = ()
+        yield from merge(events, hashes)
+    finally:
+        conn.close()
 
 
 def merge(events: Iterable[Any], hashes: Iterable[tuple[int, str]]) -> Iterator[tuple[Any, ...]]:

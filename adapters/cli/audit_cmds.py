@@ -131,7 +131,7 @@ def audit(state: State, name: str | None, output: str) -> None:
 
 def _chain_breaks(state: State) -> list[dict[str, Any]]:
     """Where the log's hash chain breaks (I8), as audit violations."""
-    from adapters.chain import verify_log
+    from adapters.verify import verify_log
 
     breaks = verify_log(state.recorder).breaks
     return [

@@ -55,7 +55,8 @@ def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> No
       rollouts log verify --expect-head 1200:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8
       rollouts log verify -o json
     """
-    from adapters.chain import Break, verify_log
+    from adapters.chain import Break
+    from adapters.verify import verify_log
 
     recorder = state.recorder
     verdict = verify_log(recorder, keep=expect_head[0] if expect_head else None)

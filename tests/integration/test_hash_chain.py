@@ -210,3 +210,25 @@ def test_several_writers_at_once_keep_one_chain(rollouts_on: Rollouts) -> None:
     verdict = verify(rollouts_on)
     assert verdict["ok"] and verdict["unchained"] == 0
     assert verdict["events"] == rollouts_on.event_count()
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_a_log_walked_in_parallel_parts_gives_the_verdict_of_one_walk(rollouts: Rollouts, parts: int) -> None:
+    from adapters.chain import verify
+    from adapters.eventstore import open_recorder
+    from adapters.home import Home
+    from adapters.verify import verify_log
+
+    history(rollouts)
+    recorder = open_recorder(Home(rollouts.home), None)
+    try:
+        whole = verify(recorder.chained_rows(), keep=9)
+        assert recorder.parts(parts, smallest=0) is not None
+        assert verify_log(recorder, keep=9, workers=parts, smallest=0) == whole and whole.ok
+        for tamper in (lambda log: log.edit(4), lambda log: log.delete(11), lambda log: log.swap(14)):
+            tamper(Log(rollouts))
+            whole = verify(recorder.chained_rows(), keep=9)
+            assert not whole.ok
+            assert verify_log(recorder, keep=9, workers=parts, smallest=0).breaks == whole.breaks
+    finally:
+        recorder.datastore.close()
