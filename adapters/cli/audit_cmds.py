@@ -120,9 +120,8 @@ def audit(state: State, name: str | None, output: str) -> None:
         emit_json({"ok": not violations, "events": total, "violations": violations})
     elif violations:
         for v in violations:
-            click.echo(
-                f"VIOLATION {v['rule']} at position {v['position']} ({v['config']} v{v['version']}): {v['message']}"
-            )
+            about = f" ({v['config']} v{v['version']})" if v["config"] is not None else ""
+            click.echo(f"VIOLATION {v['rule']} at position {v['position']}{about}: {v['message']}")
     else:
         click.echo(f"ok: {total} events checked, no violation of I1-I3 or I8")
     if violations:

@@ -120,6 +120,8 @@ def test_an_edited_event_is_reported_at_its_position(rollouts_on: Rollouts) -> N
     history(rollouts_on)
     Log(rollouts_on).edit(5)
     assert broken_at(rollouts_on) == [5]
+    text = rollouts_on.sh("audit")
+    assert text.exit_code == 1 and text.stdout.startswith("VIOLATION I8 at position 5: hash mismatch")
 
 
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
