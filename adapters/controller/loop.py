@@ -80,7 +80,7 @@ class Controller:
         """One pass; returns (open deployments seen, actions taken)."""
         self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
-        rows = list(self.projections.db("desired").query(OPEN_ROWS))
+        rows = self.projections.query("desired", OPEN_ROWS)
         if time.monotonic() - self._observed_at >= self.observe_every:
             self.runtime.observe()
             self._observed_at = time.monotonic()
