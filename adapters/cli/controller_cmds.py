@@ -51,7 +51,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     """
     if once and until_idle:
         raise click.UsageError("--once and --until-idle exclude each other")
-    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, claimant_id
+    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id
     from adapters.runtime.local import LocalRuntime
 
     def log(text: str) -> None:
@@ -71,6 +71,9 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     try:
         ctl = Controller(app, state.projections, runtime, claimant_id(state.home), state.actor, os.getcwd(), log)
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
+    except PassCutShort as cut:
+        click.echo(f"warning: the pass committed its events, then stopped: {cut}", err=True)
+        code = 0
     finally:
         runtime.close()
     if code:
