@@ -136,3 +136,34 @@ def test_a_write_committed_while_the_views_cannot_grow_is_done_and_shows_once_sp
         ok(rollouts.sh("projections", "rebuild"))
         assert ok(rollouts.sh("rollout", "history", "web", "-o", "json")).stdout == live
         assert [r["phase"] for r in json.loads(live)] == ["Complete", "Complete"]
+
+
+def test_a_controller_pass_that_committed_its_claim_before_the_disk_filled_is_done_with_a_warning(
+    rollouts: Rollouts, tmp_path: Path
+) -> None:
+    """The runtime's disk fills: the claim (in the log, elsewhere) is committed, the create fails.
+    The pass is reported done (exit 0, a warning), and the next pass creates the deployer once."""
+    rollouts.home.mkdir(mode=0o700)
+    with small_disk(rollouts.home / "runtime", 1024) as runtime:
+        # A running deployer's shim keeps runtime.db open: the controller below opens it on the full disk.
+        ok(rollouts.sh("config", "create", "slow", "--", "sleep", "60"))
+        ok(rollouts.sh("rollout", "latest", "slow"))
+        ok(rollouts.sh("controller", "run", "--once", "-q"))
+        try:
+            ok(rollouts.sh("config", "create", "web", "--", "true"))
+            ok(rollouts.sh("rollout", "latest", "web"))
+            filler = fill(runtime)
+            result = rollouts.sh("controller", "run", "--once", "-q")
+            assert result.exit_code == 0, result.stderr
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("warning: the pass committed its events"), result.stderr
+            filler.unlink()
+            claims = ok(rollouts.sh("events", "web", "--type", "DeployerClaimed", "-o", "json")).stdout
+            assert len(json.loads(claims)) == 1
+        finally:
+            rollouts.sh("rollout", "cancel", "slow")
+            rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q")
+        assert "Complete" in ok(rollouts.sh("rollout", "status", "web")).stdout
+        created = ok(rollouts.sh("events", "web", "--type", "DeployerCreated", "-o", "json")).stdout
+        assert len(json.loads(created)) == 1
+        assert json.loads(ok(rollouts.sh("audit", "-o", "json")).stdout)["ok"] is True
