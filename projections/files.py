@@ -117,8 +117,11 @@ class Catalog:
             self._identity = identity(self.path)
 
     def _open(self) -> tuple[sqlite_utils.Database | None, str]:
-        from projections.health import is_broken
+        from projections.health import file_problem, is_broken
 
+        problem = file_problem(self.path)
+        if problem:  # SQLite would take an empty file for a new database, and wait for every old reader to make it WAL
+            return None, problem
         db = None
         try:
             db = connect(self.path)

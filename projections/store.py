@@ -133,6 +133,8 @@ class ProjectionStore:
                 conn.execute("PRAGMA synchronous=NORMAL")
                 return db
             db.close()
+            if self.frozen:  # served exactly as on disk, never rebuilt (a fault-injection switch)
+                raise BrokenView(projection.name, path, problem)
             self._heal(BrokenView(projection.name, path, problem))
         raise RuntimeError(f"cannot open projection {projection.name}")
 
