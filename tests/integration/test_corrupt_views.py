@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -93,6 +93,21 @@ SHADOW = [c for c in CORRUPTIONS if c.id in ("random-bytes", "catalog-random-byt
 Corrupt = Callable[[Path], None]
 
 
+def combos(corruptions: list[Any]) -> list[Any]:
+    """Every corruption on SQLite; random bytes (view, catalog) also on PostgreSQL: the views are
+    local either way, only the log they are rebuilt from differs (the read test has every pair)."""
+    pairs = [pytest.param(c.values[0], "sqlite", id=f"sqlite-{c.id}") for c in corruptions]
+    return pairs + [pytest.param(c.values[0], "postgres", id=f"postgres-{c.id}") for c in corruptions if c in SHADOW]
+
+
+def on(backend: str, rollouts: Rollouts, request: pytest.FixtureRequest) -> Rollouts:
+    if backend == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        rollouts.env["ROLLOUTS_STORE"] = url
+        rollouts.store = url
+    return rollouts
+
+
 def ok(result: Result) -> Result:
     assert result.exit_code == 0, result.stderr
     return result
@@ -140,10 +155,11 @@ def test_a_read_command_rebuilds_a_corrupt_view_with_a_warning_and_answers_as_be
     assert answers(rollouts_on) == before
 
 
-@pytest.mark.parametrize("corrupt", CORRUPTIONS)
+@pytest.mark.parametrize(("corrupt", "backend"), combos(CORRUPTIONS))
 def test_the_controller_rebuilds_a_corrupt_view_and_goes_on_reconciling(
-    rollouts_on: Rollouts, corrupt: Corrupt
+    rollouts: Rollouts, request: pytest.FixtureRequest, corrupt: Corrupt, backend: str
 ) -> None:
+    rollouts_on = on(backend, rollouts, request)
     settled_home(rollouts_on)
     ok(rollouts_on.sh("rollout", "latest", "web", "--reason", "second"))
     corrupt(rollouts_on.home)
@@ -159,14 +175,16 @@ def test_the_controller_rebuilds_a_corrupt_view_and_goes_on_reconciling(
     assert "version 2 (attempt 1): Complete" in str(live["status"])
 
 
-@pytest.mark.parametrize("corrupt", UNREADABLE)
-def test_projections_rebuild_succeeds_over_corrupt_views(rollouts_on: Rollouts, corrupt: Corrupt) -> None:
-    rebuild_over(rollouts_on, corrupt, [])
+@pytest.mark.parametrize(("corrupt", "backend"), combos(UNREADABLE))
+def test_projections_rebuild_succeeds_over_corrupt_views(
+    rollouts: Rollouts, request: pytest.FixtureRequest, corrupt: Corrupt, backend: str
+) -> None:
+    rebuild_over(on(backend, rollouts, request), corrupt, [])
 
 
 @pytest.mark.parametrize("corrupt", SHADOW)
-def test_projections_rebuild_shadow_succeeds_over_corrupt_views(rollouts_on: Rollouts, corrupt: Corrupt) -> None:
-    rebuild_over(rollouts_on, corrupt, ["--shadow"])
+def test_projections_rebuild_shadow_succeeds_over_corrupt_views(rollouts: Rollouts, corrupt: Corrupt) -> None:
+    rebuild_over(rollouts, corrupt, ["--shadow"])
 
 
 def rebuild_over(rollouts_on: Rollouts, corrupt: Corrupt, flags: list[str]) -> None:
