@@ -5,16 +5,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 
 class Home:
-    """`--home DIR`: events.db, projections/ and runtime/, all private to the user."""
+    """`--home DIR`: events.db, projections/ and runtime/, all private to the user.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    A home this creates is 0700. An existing directory keeps its mode and owner (a shared
+    1777 folder stays one): `warn` is told when group or others may write it."""
+
+    def __init__(self, path: str | os.PathLike[str], warn: Callable[[str], None] | None = None) -> None:
         self.path = Path(path).absolute()
+        self.warn = warn
+        self._checked = False
 
     @property
     def events_db(self) -> Path:
@@ -31,6 +36,14 @@ class Home:
     def ensure(self) -> Home:
         for folder in (self.path, self.projections, self.runtime):
             private_dir(folder)
+        if not self._checked and self.warn:
+            self._checked = True
+            mode = self.path.stat().st_mode
+            if mode & 0o022:
+                self.warn(
+                    f"home {self.path} may be written by group or others (mode {mode & 0o7777:o}):"
+                    " anyone who can write it can change what runs; use a private directory"
+                )
         return self
 
     @contextmanager
@@ -47,9 +60,8 @@ class Home:
 
 
 def private_dir(path: Path) -> None:
+    """Create `path` 0700 when missing; an existing directory's mode and owner are left as they are."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.stat().st_mode & 0o077:
-        path.chmod(0o700)
 
 
 def private_file(path: Path) -> None:

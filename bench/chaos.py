@@ -14,8 +14,10 @@ What runs, all as real processes against one home:
 - chaos: SIGKILL of controllers and of deployer shims (found through the `shim_pid` of
   running rows of HOME/runtime/runtime.db, start time checked in /proc first),
   `deployers delete` of running deployers, `projections rebuild` (plain and `--shadow`),
-  and restores of an old copy of HOME/projections (copied, then copied back later, each
-  time with every controller and command stopped).
+  restores of an old copy of HOME/projections (copied, then copied back later, each
+  time with every controller and command stopped), and corrupt views: random bytes or zero
+  length written in place over a file of HOME/projections (a view or the catalog) while
+  controllers and commands run (a cache miss they must heal, never an error).
 
 Every deployer and hook is `sh -c 'echo "start $ROLLOUT_DEPLOYER $(date +%s.%N)" >> GT;
 sleep 0.X; echo "end $ROLLOUT_DEPLOYER ..." >> GT; exit ${FAIL_...:-0}'` with GT a file outside
@@ -102,16 +104,25 @@ WEIGHTS = {
     "delete": 3,
     "rebuild": 1,
     "rebuild_shadow": 1,
+    "corrupt_view": 2,
 }
 # Progress points (fraction of the rollouts or of the time, whichever is further).
 BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and restore only
 RESTORES = (0.4, 0.8)
 # Every kind of chaos happens at least once, even in a tiny run: forced once past these points.
-FORCED = {"kill_controller": 0.2, "kill_shim": 0.25, "delete": 0.3, "rebuild": 0.4, "rebuild_shadow": 0.45}
+FORCED = {
+    "kill_controller": 0.2,
+    "kill_shim": 0.25,
+    "delete": 0.3,
+    "rebuild": 0.4,
+    "rebuild_shadow": 0.45,
+    "corrupt_view": 0.5,
+}
 # A write refused by a phase rule: the deployment it read was already terminal, so the
 # refusal was decided on a torn read (DESIGN I4: decided again on fresh state, or exit 3).
 STALE_REFUSAL = re.compile(r"^error: \w+ is not allowed in phase")
 INTERNAL_ERROR = re.compile(r"^error: [A-Z]\w*(Error|Exception)\b")  # an exception the CLI did not expect
+INLINE = ("kill_controller", "kill_shim", "corrupt_view")  # done by this process, at once
 WRITES = ("latest", "latest_supersede", "undo", "config_set", "config_create", "cancel", "retry", "pause", "resume")
 EXPECTED_TYPE = {
     "latest": "RolloutTriggered",
@@ -366,6 +377,27 @@ class Chaos:
             return True
         return False
 
+    def corrupt_view(self, pick: float) -> bool:
+        """Random bytes or zero length in place over a projection file (a view or the catalog)."""
+        files = sorted((self.home / "projections").glob("*.db"))
+        if not files:
+            return False
+        path = files[int(pick * len(files))]
+        how = "zero length" if self.rng.random() < 0.5 else "random bytes"
+        try:
+            with open(path, "r+b") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(0)
+                if how == "zero length":
+                    f.truncate(0)
+                else:
+                    f.write(self.rng.randbytes(max(size, 4096)))
+        except FileNotFoundError:  # swapped out by a rebuild meanwhile
+            return False
+        self.counts["corruptions"] += 1
+        self.log(f"{how} over {path.name}")
+        return True
+
     def cleanup(self) -> None:
         """Stop everything this run started: commands, controllers, shims, deployer groups."""
         self.stopping = True
@@ -470,7 +502,7 @@ class Chaos:
             )
         elif kind in ("rebuild", "rebuild_shadow"):
             args = ["projections", "rebuild", *(["--shadow"] if kind == "rebuild_shadow" else [])]
-        else:  # kill_controller, kill_shim, delete: what to hit is chosen at run time with `pick`
+        else:  # kill_controller, kill_shim, delete, corrupt_view: what to hit is chosen at run time with `pick`
             args = []
         return self.new_op(kind, name, args, check_read=check_read, pick=pick)
 
@@ -614,6 +646,8 @@ class Chaos:
                 op.rc = 0
         elif op.kind == "kill_shim":
             op.rc = 0 if self.kill_shim(op.pick) else None
+        elif op.kind == "corrupt_view":
+            op.rc = 0 if self.corrupt_view(op.pick) else None
         self.record(op)
 
     def issue(self, verdict: Verdict) -> None:
@@ -648,9 +682,9 @@ class Chaos:
                         continue
                     due = [k for k, at in forced.items() if progress >= at and not self.did(k) and self.can(k)]
                     op = self.draw(due[0] if due else None)
-                    if due and op.kind not in ("kill_controller", "kill_shim"):
+                    if due and op.kind not in INLINE:
                         forced.pop(op.kind)  # issued once; its count shows only when it is done
-                    if op.kind in ("kill_controller", "kill_shim"):
+                    if op.kind in INLINE:
                         self.chaos_inline(op)
                     else:
                         inflight.add(pool.submit(self.run_op, op))
@@ -676,6 +710,7 @@ class Chaos:
             "delete": self.counts["deletes"],
             "rebuild": self.counts["rebuild"],
             "rebuild_shadow": self.counts["rebuild_shadow"],
+            "corrupt_view": self.counts["corruptions"],
         }[kind] > 0
 
     def report_progress(self) -> None:
@@ -890,6 +925,7 @@ class Chaos:
             "rebuilds": self.counts["rebuild"] + self.counts["rebuild_shadow"],
             "restores": self.counts["restores"],
             "log_restores": self.counts["log_restores"],
+            "corruptions": self.counts["corruptions"],
             "duplicates": verdict.count("duplicates"),
             "completed_without_run": verdict.count("completed_without_run"),
             "restore_not_refused": verdict.count("restore_not_refused") + verdict.count("rebind"),

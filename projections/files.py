@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,8 @@ def immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     try:
         yield db
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.conn.in_transaction:  # SQLite ends it itself on some errors (a full disk, a corrupt file)
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
 
@@ -91,16 +93,57 @@ def track(db: sqlite_utils.Database, name: str, at: Tracked) -> None:
 
 
 class Catalog:
-    """Which file holds each projection now; swapping a row is the atomic shadow swap."""
+    """Which file holds each projection now; swapping a row is the atomic shadow swap.
 
-    def __init__(self, folder: Path) -> None:
+    A catalog that is not readable (random bytes, other columns) is a cache miss like any
+    view: under the setup lock it is removed with every view file, and the views are rebuilt."""
+
+    def __init__(self, folder: Path, warn: Callable[[str], None] | None = None) -> None:
         self.folder = folder
+        self.path = folder / "catalog.db"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.setup_lock():
-            self.path = folder / "catalog.db"
-            self.db = connect(self.path)
-            if not self.db["current"].exists():
-                self.db.execute("CREATE TABLE current (name TEXT PRIMARY KEY, file TEXT)")
+            db, problem = self._open()
+            if db is None:
+                (warn or (lambda _: None))(
+                    f"projections catalog {self.path} is not readable ({problem}): rebuilding the views"
+                )
+                for stale in folder.glob("*.db*"):
+                    stale.unlink(missing_ok=True)
+                db, problem = self._open()
+            if db is None:
+                raise sqlite3.DatabaseError(f"cannot make a new projections catalog {self.path}: {problem}")
+            self.db = db
+            self._identity = identity(self.path)
+
+    def _open(self) -> tuple[sqlite_utils.Database | None, str]:
+        from projections.health import file_problem, is_broken
+
+        problem = file_problem(self.path)
+        if problem:  # SQLite would take an empty file for a new database, and wait for every old reader to make it WAL
+            return None, problem
+        db = None
+        try:
+            db = connect(self.path)
+            columns = [row[1] for row in db.execute("PRAGMA table_info(current)")]
+            if not columns:
+                db.execute("CREATE TABLE current (name TEXT PRIMARY KEY, file TEXT)")
+            elif columns != ["name", "file"]:
+                db.close()
+                return None, "table current has other columns"
+            return db, ""
+        except sqlite3.DatabaseError as error:
+            if db is not None:
+                db.close()
+            if not is_broken(error):
+                raise
+            return None, " ".join(str(error).split())
+
+    def is_open_file(self) -> bool:
+        """Whether the file at `path` is still the one this catalog opened (not replaced, not emptied)."""
+        from projections.health import file_problem
+
+        return identity(self.path) == self._identity and file_problem(self.path) is None
 
     @contextmanager
     def setup_lock(self) -> Iterator[None]:
@@ -118,13 +161,17 @@ class Catalog:
 
     def current(self, name: str) -> Path | None:
         row = self.db.execute("SELECT file FROM current WHERE name = ?", (name,)).fetchone()
-        return self.folder / row[0] if row else None
+        if not row or not isinstance(row[0], str) or not re.fullmatch(rf"{re.escape(name)}-\d+\.db", row[0]):
+            return None  # nothing, or not a file of ours: a cache miss
+        return self.folder / row[0]
 
     def point(self, name: str, file: Path) -> None:
         self.db.execute("INSERT OR REPLACE INTO current (name, file) VALUES (?, ?)", (name, file.name))
 
     def next_file(self, name: str) -> Path:
-        existing = [int(p.stem.rsplit("-", 1)[1]) for p in self.folder.glob(f"{name}-*.db")]
+        """A name no file has had (side files of a removed one included: SQLite would read a stray -wal)."""
+        numbered = re.compile(rf"{re.escape(name)}-(\d+)\.db(?:-wal|-shm)?")
+        existing = [int(m[1]) for p in self.folder.glob(f"{name}-*.db*") if (m := numbered.fullmatch(p.name))]
         return self.folder / f"{name}-{max(existing, default=0) + 1}.db"
 
     def remove_strays(self, name: str, keep: set[Path]) -> None:
@@ -132,3 +179,12 @@ class Catalog:
         for path in self.folder.glob(f"{name}-*.db*"):
             if Path(str(path).removesuffix("-wal").removesuffix("-shm")) not in keep:
                 path.unlink(missing_ok=True)
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """Which file `path` names now (device, inode), None when there is none."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import sqlite_utils
 
-from projections import files
+from projections import files, health
 from projections.audit_view import AuditView
 from projections.desired import Desired
 from projections.files import Catalog, Tracked, immediate
+from projections.health import BrokenView
 from projections.history import History
 from projections.projection import Projection
 from projections.records import Record, decode
@@ -72,36 +73,50 @@ class ProjectionStore:
         self.source = source
         self.frozen = frozen
         self.warn = warn or (lambda _: None)
-        self.catalog = Catalog(folder)
+        self.catalog = Catalog(folder, self.warn)
         self._open: dict[str, tuple[Path, sqlite_utils.Database]] = {}
+        self._inodes: dict[str, tuple[int, int] | None] = {}  # of each open file, when opened
         self._log_id: str | None = None
 
     # -- files ---------------------------------------------------------------
 
-    def _reopen(self) -> None:
-        """The folder was deleted under this long-lived store: start again from an empty one."""
-        self.warn(f"projections folder {self.folder} was removed: rebuilding it")
+    def _reopen(self, why: str) -> None:
+        """The catalog this long-lived store holds is gone or broken: start again from the folder's."""
+        self.warn(why)
         self.close()
-        self.catalog = Catalog(self.folder)
+        self.catalog = Catalog(self.folder, self.warn)
 
     def db(self, name: str) -> sqlite_utils.Database:
-        """The current file of projection `name` (created empty when missing)."""
-        path = self.catalog.current(name)
+        """The current file of projection `name`: a readable view (rebuilt when it is not one)."""
+        try:
+            path = self.catalog.current(name)
+        except sqlite3.DatabaseError as error:
+            if not health.is_broken(error):
+                raise
+            self._reopen(f"projections catalog {self.catalog.path} is not readable: rebuilding the views")
+            path = self.catalog.current(name)
         if name in self._open and self._open[name][0] == path:
             return self._open[name][1]
-        if name in self._open:
-            self._open.pop(name)[1].close()  # a swapped-out file: close it now, not at the next GC
+        self._forget(name)  # a swapped-out file: close it now, not at the next GC
         db = self._connect_current(BY_NAME[name])
         if self.cache_kib is not None:
             db.execute(f"PRAGMA cache_size = -{int(self.cache_kib)}")
         self._open[name] = (self.catalog.current(name), db)  # type: ignore[assignment]
+        self._inodes[name] = files.identity(self._open[name][0])
         return db
+
+    def _forget(self, name: str) -> None:
+        if name in self._open:
+            self._open.pop(name)[1].close()
 
     def _connect_current(self, projection: Projection) -> sqlite_utils.Database:
         for _ in range(10):
             path = self.catalog.current(projection.name)
             if path is None or not path.exists():
-                return self._create_current(projection)
+                created = self._create_current(projection)
+                if created is not None:
+                    return created
+                continue  # a twin created it meanwhile: open and check it as any other
             try:
                 conn = sqlite3.connect(
                     f"file:{path}?mode=rw",
@@ -112,18 +127,55 @@ class ProjectionStore:
                 )
             except sqlite3.OperationalError:
                 continue  # swapped and removed between the lookup and the open
-            conn.execute("PRAGMA synchronous=NORMAL")
-            return sqlite_utils.Database(conn, execute_plugins=False)
+            db = sqlite_utils.Database(conn, execute_plugins=False)
+            problem = health.file_problem(path) or health.schema_problem(db, projection)
+            if problem is None:
+                conn.execute("PRAGMA synchronous=NORMAL")
+                return db
+            db.close()
+            if self.frozen:  # served exactly as on disk, never rebuilt (a fault-injection switch)
+                raise BrokenView(projection.name, path, problem)
+            self._heal(BrokenView(projection.name, path, problem))
         raise RuntimeError(f"cannot open projection {projection.name}")
 
-    def _create_current(self, projection: Projection) -> sqlite_utils.Database:
+    def _create_current(self, projection: Projection) -> sqlite_utils.Database | None:
         with self.catalog.setup_lock(), immediate(self.catalog.db):
             path = self.catalog.current(projection.name)
             if path is None or not path.exists():
                 path = self.catalog.next_file(projection.name)
                 self.catalog.point(projection.name, path)
                 return self._new_file(projection, path)
-            return files.connect(path)
+            return None
+
+    def _heal(self, broken: BrokenView) -> None:
+        """Replace a file that is not a readable view by one rebuilt from the log: a cache miss.
+
+        Under the catalog's write lock, as every build (a twin may have healed or swapped it
+        meanwhile: then nothing is done). Nested in a rebuild that already holds that lock,
+        the replacement commits with the rebuild."""
+        self.warn(f"{broken}: rebuilding it")
+        p = BY_NAME[broken.name]
+        self._forget(p.name)
+        catalog = self.catalog.db
+        nested = catalog.conn.in_transaction
+        if not nested:
+            catalog.execute("BEGIN IMMEDIATE")
+        try:
+            if self.catalog.current(p.name) == broken.path:
+                path = self.catalog.next_file(p.name)
+                from projections.build import build
+
+                build(self.source, [p], {p.name: path}, self.source.head(), self.log_id(), REBUILD_BATCH)
+                self.catalog.point(p.name, path)
+            if not nested:
+                catalog.execute("COMMIT")
+        except BaseException:
+            if not nested and catalog.conn.in_transaction:
+                catalog.execute("ROLLBACK")
+            raise
+        if not nested:
+            with immediate(catalog):
+                self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
 
     def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
         db = files.connect(path)
@@ -140,14 +192,28 @@ class ProjectionStore:
         return self._log_id
 
     def catch_up(self, projections: Sequence[Projection] = ALL) -> None:
-        """Bring each projection to the head of the log (read-your-writes for every read)."""
+        """Bring each projection to the head of the log (read-your-writes for every read).
+
+        A file found broken on the way (overwritten or truncated while it was open here) is a
+        cache miss: it is replaced by one rebuilt from the log, and the catch-up starts again."""
         if self.frozen:
             return
         if not self.catalog.path.exists():
-            self._reopen()
+            self._reopen(f"projections folder {self.folder} was removed: rebuilding it")
+        elif not self.catalog.is_open_file():
+            self._reopen(f"projections catalog {self.catalog.path} was replaced: rebuilding the views")
+        for tries in range(len(projections), -1, -1):
+            try:
+                return self._catch_up(projections)
+            except BrokenView as broken:
+                if not tries:
+                    raise
+                self._heal(broken)
+
+    def _catch_up(self, projections: Sequence[Projection]) -> None:
         # Positions before the head: a twin process may append and catch up in between,
         # and a position read after the head could then look ahead of the log.
-        tracked = {p.name: files.tracked(self.db(p.name), p.name) or Tracked(p.version, 0, "") for p in projections}
+        tracked = {p.name: self._tracked(p) or Tracked(p.version, 0, "") for p in projections}
         head = self.source.head()
         behind: dict[str, int] = {}
         for p in projections:
@@ -159,6 +225,52 @@ class ProjectionStore:
                 behind[p.name] = at.position
         if behind:
             self._feed({n: self.db(n) for n in behind}, min(behind.values()), head)
+
+    def _tracked(self, p: Projection) -> Tracked | None:
+        """Where `p` stands. A long-lived process keeps its file open, and its cached pages would
+        hide that another emptied or replaced it: `stat` tells (the file is never opened here)."""
+        db = self.db(p.name)
+        path = self._open[p.name][0]
+        if files.identity(path) != self._inodes.get(p.name):
+            self._forget(p.name)  # replaced under us: open (and check) what is there now
+            db = self.db(p.name)
+        problem = health.file_problem(path)
+        if problem:
+            raise BrokenView(p.name, path, problem)
+        with self._guard(p.name):
+            return files.tracked(db, p.name)
+
+    def heal_broken(self) -> bool:
+        """After an SQLite error that may come from a view: rebuild each open one that is broken."""
+        healed = False
+        for name, (path, db) in list(self._open.items()):
+            problem = health.file_problem(path) or health.integrity_problem(db)
+            if problem:
+                self._heal(BrokenView(name, path, problem))
+                healed = True
+        return healed
+
+    @contextlib.contextmanager
+    def _guard(self, name: str) -> Iterator[None]:
+        """An SQLite error that says the open file of `name` is broken becomes BrokenView."""
+        try:
+            yield
+        except sqlite3.DatabaseError as error:
+            if not health.is_broken(error) or name not in self._open:
+                raise
+            raise BrokenView(name, self._open[name][0], " ".join(str(error).split())) from None
+
+    def query(self, name: str, sql: str, params: Sequence[object] = ()) -> list[dict[str, object]]:
+        """The rows of `sql` on projection `name`; a file found broken is rebuilt and asked again."""
+        for tries in (1, 0):
+            try:
+                with self._guard(name):
+                    return list(self.db(name).query(sql, params))
+            except BrokenView as broken:
+                if not tries:
+                    raise
+                self._heal(broken)
+        raise AssertionError("unreachable")
 
     def _is_invalid(self, p: Projection, at: Tracked, head: int) -> bool:
         """Say why a projection must be replayed: other code version, other log, or ahead of the log."""
@@ -179,7 +291,7 @@ class ProjectionStore:
                 self._apply(BY_NAME[name], db, batch, last)
 
     def _apply(self, p: Projection, db: sqlite_utils.Database, batch: list[Record], last: int) -> None:
-        with immediate(db):
+        with self._guard(p.name), immediate(db):
             at = files.tracked(db, p.name)
             position = at.position if at else 0
             if position >= last:

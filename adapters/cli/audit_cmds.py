@@ -9,7 +9,7 @@ import click
 
 from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, show
-from adapters.cli.state import State, pass_state
+from adapters.cli.state import State, pass_reader
 from adapters.cli.types import REVISION
 from domain.errors import NotFound
 from projections.records import document
@@ -40,7 +40,7 @@ def _require_config(db: Any, name: str) -> None:
 @click.option("--since", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset).")
 @click.option("--actor", help="Only events caused by this actor.")
 @output_option
-@pass_state
+@pass_reader
 def events(
     state: State,
     name: str | None,
@@ -85,7 +85,7 @@ def events(
 @click.command()
 @click.argument("name", required=False, callback=valid_name)
 @output_option
-@pass_state
+@pass_reader
 def audit(state: State, name: str | None, output: str) -> None:
     """Check what the log shows of the invariants I1-I3 and I8; exit 1 on a violation.
 

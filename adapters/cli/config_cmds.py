@@ -9,7 +9,7 @@ import click
 
 from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.spec_options import changed_spec, spec_options, warn_secret_env
-from adapters.cli.state import State, pass_state
+from adapters.cli.state import State, pass_reader, pass_state
 from domain.errors import NotFound
 
 
@@ -103,7 +103,7 @@ def config_rows(state: State, name: str | None = None) -> list[dict[str, Any]]:
 @config.command("show")
 @click.argument("name", callback=valid_name)
 @output_option
-@pass_state
+@pass_reader
 def show_(state: State, name: str, output: str) -> None:
     """Show NAME's spec, whether it is paused, and its latest version.
 
@@ -142,7 +142,7 @@ def _hook(hook: dict[str, Any] | None) -> str:
 
 @config.command("list")
 @output_option
-@pass_state
+@pass_reader
 def list_(state: State, output: str) -> None:
     """List every config with its latest version and phase.
 

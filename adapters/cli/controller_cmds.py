@@ -51,7 +51,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     """
     if once and until_idle:
         raise click.UsageError("--once and --until-idle exclude each other")
-    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, claimant_id
+    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id
     from adapters.runtime.local import LocalRuntime
     from adapters.runtime.shim import undumpable
 
@@ -83,6 +83,9 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
             check_log=lambda: state.check_log(app.recorder),
         )
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
+    except PassCutShort as cut:
+        click.echo(f"warning: the pass committed its events, then stopped: {cut}", err=True)
+        code = 0
     finally:
         runtime.close()
     if code:

@@ -10,7 +10,7 @@ import click
 
 from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import output_option, show
-from adapters.cli.state import State, pass_state
+from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION
 from domain.errors import NotFound
 
@@ -38,7 +38,7 @@ def deployers() -> None:
 @deployers.command("list")
 @click.option("--all", "include_pruned", is_flag=True, help="Include tombstones pruned by the history limit.")
 @output_option
-@pass_state
+@pass_reader
 def list_(state: State, include_pruned: bool, output: str) -> None:
     """List deployers: state created, running, exited, stopped, deleted or lost.
 
@@ -87,7 +87,7 @@ def delete(state: State, deployer: str) -> None:
 @click.argument("name", callback=valid_name)
 @click.option("--revision", type=REVISION, help="Default: the latest version.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing output until the deployment ends.")
-@pass_state
+@pass_reader
 def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
     """Print the output of NAME's deployers and hooks for one version, in order.
 

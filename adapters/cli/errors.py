@@ -14,8 +14,11 @@ USAGE, REFUSED, CONFLICT, MISSING, STORE = 2, 1, 3, 4, 5
 def exit_code_for(error: BaseException) -> int:
     from adapters.application import WriteConflict
     from adapters.eventstore import StoreUnavailable
+    from adapters.failures import disk_problem
     from adapters.store_url import BadStoreURL
 
+    if disk_problem(error) is not None:
+        return STORE
     if isinstance(error, NotFound):
         return MISSING
     if isinstance(error, DomainError):
@@ -30,6 +33,11 @@ def exit_code_for(error: BaseException) -> int:
 
 
 def message_for(error: BaseException) -> str:
+    from adapters.failures import disk_problem
+
+    problem = disk_problem(error)
+    if problem is not None:
+        return f"cannot use the disk or the store (full or failing): {problem}"
     text = " ".join(str(error).split())
     if not text or exit_code_for(error) == REFUSED and not isinstance(error, DomainError):
         text = f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -7,7 +7,7 @@ import re
 import click
 
 from adapters.cli.output import emit_json, output_option
-from adapters.cli.state import State, pass_state
+from adapters.cli.state import State, pass_reader
 
 _HEAD = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
 
@@ -40,7 +40,7 @@ def log() -> None:
     help="Also fail unless the log still holds this position with this hash (a head printed earlier).",
 )
 @output_option
-@pass_state
+@pass_reader
 def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> None:
     """Recompute the hash chain from position zero; exit 1 if any event was changed.
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from adapters.cli.output import output_option, show
-from adapters.cli.state import State, pass_state
+from adapters.cli.state import State, pass_reader, pass_state
 
 
 @click.group()
@@ -23,7 +23,7 @@ def projections() -> None:
 
 @projections.command()
 @output_option
-@pass_state
+@pass_reader
 def status(state: State, output: str) -> None:
     """Per projection: code and stored version, position, head of the log, lag, rows.
 

@@ -10,7 +10,7 @@ import click
 
 from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, table
-from adapters.cli.state import State, pass_state
+from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION, Seconds
 from domain.errors import NotFound
 
@@ -155,7 +155,7 @@ def history_rows(state: State, name: str, revision: int | None = None) -> list[d
 @name_argument
 @click.option("--revision", type=REVISION, help="Show only this revision, with its spec and runs.")
 @output_option
-@pass_state
+@pass_reader
 def history(state: State, name: str, revision: int | None, output: str) -> None:
     """List NAME's deployments: version, phase, reason, cause, timings.
 
@@ -208,7 +208,7 @@ def _revision_detail(row: dict[str, Any]) -> None:
 @name_argument
 @click.option("--watch", "-w", is_flag=True, help="Wait until the latest deployment is Complete or Failed.")
 @click.option("--timeout", type=Seconds(), help="With --watch: give up after SECONDS (exit 1).")
-@pass_state
+@pass_reader
 def status(state: State, name: str, watch: bool, timeout: float | None) -> None:
     """Print the phase of NAME's latest deployment.
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sqlite3
 import tempfile
-from functools import cached_property
+from collections.abc import Callable
+from functools import cached_property, update_wrapper
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +21,31 @@ class State:
     """What every command needs; the store and projections open only when first used."""
 
     def __init__(self, home: str, store: str | None, actor: str) -> None:
-        self.home = Home(home)
+        self.home = Home(home, warn=self.warn)
+        self.scratch: Path | None = None  # a read command's stand-in for a missing home
         self.store = store or None
         self.actor = actor
         self.cache_kib: int | None = None  # per projection connection, for a long-lived process
         self._recorded: tuple[str | None, int] | None = None  # what check_log last wrote to the binding
         self.accept_any_log = False  # `home rebind` alone acts on a log the home is not bound to
-        self._scratch: tempfile.TemporaryDirectory[str] | None = None  # views of a log the home is not bound to
+        self._scratch_views: tempfile.TemporaryDirectory[str] | None = None  # views of a log the home is not bound to
         if self.store:
             from adapters.store_url import parse_store
 
             parse_store(self.store)  # a bad URL is a usage error before anything opens
+
+    def warn(self, text: str) -> None:
+        click.echo(f"warning: {text}", err=True)
+
+    def reading(self) -> None:
+        """A read command never creates the home: on a missing one it answers from a scratch home,
+        removed on close (with the default store, which lives in the home: as for an empty log)."""
+        if self.scratch is not None or self.home.path.exists():
+            return
+        self.scratch = Path(tempfile.mkdtemp(prefix="rollouts-read-"))
+        what = "from the store with views built aside" if self.store else "as for an empty log"
+        self.warn(f"home {self.home.path} does not exist; answering {what} (nothing is written)")
+        self.home = Home(self.scratch / "home")
 
     @cached_property
     def app(self) -> Any:
@@ -64,13 +81,13 @@ class State:
         problem = self.log_problem(self.recorder)
         if problem is not None:
             click.echo(f"warning: {problem}; answering from scratch views", err=True)
-            self._scratch = tempfile.TemporaryDirectory(prefix="rollouts-views-")
-            folder = Path(self._scratch.name)
+            self._scratch_views = tempfile.TemporaryDirectory(prefix="rollouts-views-")
+            folder = Path(self._scratch_views.name)
         return ProjectionStore(
             folder,
             RecorderSource(self.recorder),
             frozen=os.environ.get("ROLLOUTS_FREEZE_PROJECTIONS") == "1",
-            warn=lambda text: click.echo(f"warning: {text}", err=True),
+            warn=self.warn,
             cache_kib=self.cache_kib,
         )
 
@@ -133,12 +150,33 @@ class State:
             self._remember_head()
         if "projections" in self.__dict__:
             self.projections.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
+        if self._scratch_views is not None:
+            self._scratch_views.cleanup()
         if "app" in self.__dict__:
             self.app.close()
         elif "recorder" in self.__dict__:
             self.recorder.datastore.close()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 pass_state = click.make_pass_decorator(State)
+
+
+def pass_reader(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`pass_state` for a read command: on a missing home it reads without creating one; a view
+    found broken by its queries is rebuilt and the command asked again."""
+
+    def read_only(state: State, *args: Any, **kwargs: Any) -> Any:
+        state.reading()
+        try:
+            return f(state, *args, **kwargs)
+        except sqlite3.DatabaseError as error:
+            # A view broken where its checks at open could not see (a page deep in the file): once.
+            from projections.health import is_broken
+
+            if not is_broken(error) or "projections" not in state.__dict__ or not state.projections.heal_broken():
+                raise
+            return f(state, *args, **kwargs)
+
+    return pass_state(update_wrapper(read_only, f))

@@ -19,6 +19,7 @@ from adapters.controller.executor import Executor
 from adapters.controller.plan import REPORTS, Action, batches, plan
 from adapters.controller.twins import Twins
 from adapters.controller.watch import Watch
+from adapters.failures import disk_problem
 from adapters.home import Home
 from adapters.leases import Leases
 from adapters.runtime.local import LocalRuntime, Observed
@@ -35,6 +36,10 @@ SQLITE_CACHE_KIB = 256
 STANDBY_S = 0.1  # how often a standing-by twin tries to lead
 OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, version"
 Log = Callable[[str], None]
+
+
+class PassCutShort(Exception):
+    """A single pass committed events, then the disk failed it: done, though not all of it."""
 
 
 def _kinds(batch: tuple[Action, ...]) -> str:
@@ -83,7 +88,7 @@ class Controller:
         self.check_log()
         self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
-        rows = list(self.projections.db("desired").query(OPEN_ROWS))
+        rows = self.projections.query("desired", OPEN_ROWS)
         if time.monotonic() - self._observed_at >= self.observe_every:
             self.runtime.observe()
             self._observed_at = time.monotonic()
@@ -173,9 +178,11 @@ class Controller:
         while True:
             watch.mark()  # what changes from now on ends the next wait early
             try:
-                open_count, acted = self.reconcile()
+                open_count, acted = self._single_pass() if once else self.reconcile()
                 failures = 0
             except TRANSIENT as error:
+                if once and disk_problem(error) is not None:
+                    raise  # the command's error (exit 5): nothing of the pass was committed
                 failures += 1
                 self.log(f"store unavailable ({type(error).__name__}: {error}); retrying")
                 self.stopping.wait(min(5.0, 0.1 * 2**failures))
@@ -192,6 +199,24 @@ class Controller:
                 # A new event or a deployer's news ends the wait early; changes that keep bringing
                 # nothing to do (another controller's work) are heeded less and less often, up to the interval.
                 woke = watch.wait(self.stopping, interval, settle=min(interval, watch.every * (2**idle - 1)))
+
+    def _single_pass(self) -> tuple[int, int]:
+        """`--once`: a full or failing disk is the command's error (exit 5), unless the pass had
+        already committed events: then the pass counts as done, with PassCutShort to say so."""
+        head = self.app.recorder.max_notification_id() or 0
+        try:
+            return self.reconcile()
+        except Exception as error:
+            problem = disk_problem(error)
+            if problem is None:
+                raise
+            try:
+                moved = (self.app.recorder.max_notification_id() or 0) > head
+            except Exception:  # noqa: BLE001 - the log cannot say: nothing is known committed
+                moved = False
+            if moved:
+                raise PassCutShort(problem) from error
+            raise
 
     def _lead(self, twins: Twins, deadline: float | None) -> bool:
         """Stand by while a twin leads (it does all the work); False if stopped or out of time first."""

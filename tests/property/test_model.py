@@ -161,6 +161,9 @@ class BackInTime:
         assert name == "desired", name  # all the controller reads
         return self.desired
 
+    def query(self, name: str, sql: str, params: Sequence[object] = ()) -> list[dict[str, object]]:
+        return list(self.db(name).query(sql, params))
+
 
 def close_store(store: ProjectionStore | BackInTime) -> None:
     """Close every connection a store holds (before its files are copied or replaced)."""

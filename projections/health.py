@@ -1,0 +1,94 @@
+"""Telling a projection file that is a readable view from one that is not (a cache miss, rebuilt)."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from functools import cache
+from pathlib import Path
+
+import sqlite_utils
+
+from projections import files
+from projections.projection import Projection
+
+# SQLite's primary result codes that say "this file is not what it should be", not "try again":
+# SQLITE_ERROR (no such table, no such column, ...), SQLITE_CORRUPT, SQLITE_SCHEMA, SQLITE_NOTADB.
+# Busy, locked, full, I/O and permission errors are about the machine, never a reason to rebuild.
+_BROKEN_CODES = frozenset({1, 11, 17, 26})
+
+
+class BrokenView(Exception):
+    """A projection file that cannot serve: `why` says what is wrong with it."""
+
+    def __init__(self, name: str, path: Path | None, why: str) -> None:
+        super().__init__(f"projection {name} ({path.name if path else 'no file'}) is not a readable view: {why}")
+        self.name = name
+        self.path = path
+        self.why = why
+
+
+def is_broken(error: BaseException) -> bool:
+    """Whether an SQLite error says the file itself is wrong (random bytes, truncated, other schema)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.DatabaseError) and code is not None and code & 0xFF in _BROKEN_CODES
+
+
+def file_problem(path: Path) -> str | None:
+    """What `stat` shows wrong with a view's file (None when nothing, or when it is gone).
+
+    Never opened here: closing a descriptor of a database file would drop the POSIX locks
+    this process's SQLite connections hold on it. SQLite reads the first bytes itself."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    return "zero length" if st.st_size == 0 else None
+
+
+def integrity_problem(db: sqlite_utils.Database) -> str | None:
+    """What SQLite's quick check finds wrong with the whole file (slow: only after an error)."""
+    try:
+        first = db.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.DatabaseError as error:
+        if not is_broken(error):
+            raise
+        return " ".join(str(error).split())
+    return None if first and first[0] == "ok" else f"quick check: {first[0] if first else 'no answer'}"
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+@cache
+def expected_columns(projection: Projection) -> dict[str, list[str]]:
+    """Every table of `projection`'s file and its columns, as its code creates them."""
+    db = sqlite_utils.Database(sqlite3.connect(":memory:"), execute_plugins=False)
+    try:
+        db.execute(files.TRACKING)
+        projection.create(db)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: _columns(db.conn, t) for t in tables}
+    finally:
+        db.close()
+
+
+def schema_problem(db: sqlite_utils.Database, projection: Projection) -> str | None:
+    """What keeps `db` from serving `projection` (None when it can); busy and I/O errors propagate."""
+    try:
+        for table, columns in expected_columns(projection).items():
+            found = _columns(db.conn, table)
+            if not found:
+                return f"table {table} is missing"
+            if found != columns:
+                return f"table {table} has other columns"
+        if files.tracked(db, projection.name) is None:
+            return "it tracks no position"
+    except sqlite3.DatabaseError as error:
+        if not is_broken(error):
+            raise
+        return " ".join(str(error).split())
+    return None

@@ -1,0 +1,89 @@
+"""Homes (DESIGN 7.1): a new home is private, an existing directory is left as it is, reads never create one."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.conftest import Rollouts
+
+# (command, exit code, what stdout holds) as for an empty log
+READS = [
+    pytest.param(("events",), 0, "No events.", id="events"),
+    pytest.param(("events", "-o", "json"), 0, "[]", id="events-json"),
+    pytest.param(("audit",), 0, "ok: 0 events checked", id="audit"),
+    pytest.param(("rollout", "status", "web"), 4, "", id="rollout-status"),
+    pytest.param(("rollout", "history", "web"), 4, "", id="rollout-history"),
+    pytest.param(("config", "list"), 0, "No configs.", id="config-list"),
+    pytest.param(("config", "list", "-o", "json"), 0, "[]", id="config-list-json"),
+    pytest.param(("config", "show", "web"), 4, "", id="config-show"),
+    pytest.param(("projections", "status", "-o", "json"), 0, '"lag": 0', id="projections-status"),
+    pytest.param(("deployers", "list"), 0, "No deployers.", id="deployers-list"),
+    pytest.param(("logs", "web"), 4, "", id="logs"),
+]
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def scratch_tmp(tmp_path: Path, rollouts: Rollouts) -> Path:
+    """A TMPDIR of the test's own, to see that a read leaves nothing behind there either."""
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    rollouts.env["TMPDIR"] = str(folder)
+    return folder
+
+
+@pytest.mark.parametrize(("args", "code", "shown"), READS)
+def test_a_read_on_a_missing_home_warns_answers_as_an_empty_log_and_creates_nothing(
+    rollouts: Rollouts, scratch_tmp: Path, args: tuple[str, ...], code: int, shown: str
+) -> None:
+    home = rollouts.home.parent / "missing" / "typo"
+    result = rollouts.sh("--home", str(home), *args)
+    assert result.exit_code == code, result.stderr
+    assert shown in result.stdout + result.stderr  # "No configs." and the like go to stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"warning: home {home} does not exist;"), result.stderr
+    assert not any("Traceback" in line for line in lines), result.stderr
+    assert not home.parent.exists(), "a read command created the home (or its parent)"
+    assert list(scratch_tmp.iterdir()) == [], "a read command left files behind"
+
+
+def test_a_read_on_a_missing_home_answers_from_a_postgresql_store_as_it_is(
+    rollouts: Rollouts, postgres_url: str, scratch_tmp: Path
+) -> None:
+    rollouts.env["ROLLOUTS_STORE"] = postgres_url
+    assert rollouts.sh("config", "create", "web", "--", "true").exit_code == 0
+    home = rollouts.home.parent / "elsewhere"
+    result = rollouts.sh("--home", str(home), "config", "list", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    assert [row["name"] for row in json.loads(result.stdout)] == ["web"]
+    assert result.stderr.startswith(f"warning: home {home} does not exist;"), result.stderr
+    assert not home.exists() and list(scratch_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(("folder_mode", "warns"), [(0o1777, True), (0o770, True), (0o755, False)])
+def test_an_existing_directory_keeps_its_mode_and_a_writable_one_is_warned_about(
+    rollouts: Rollouts, folder_mode: int, warns: bool
+) -> None:
+    home = rollouts.home.parent / "existing"
+    home.mkdir()
+    os.chmod(home, folder_mode)
+    owner = home.stat().st_uid
+    for args in (("config", "create", "web", "--", "true"), ("config", "list"), ("rollout", "latest", "web")):
+        result = rollouts.sh("--home", str(home), *args)
+        assert result.exit_code == 0, result.stderr
+        warned = [line for line in result.stderr.splitlines() if "may be written by group or others" in line]
+        assert len(warned) == (1 if warns else 0), result.stderr
+        assert not warns or warned[0].startswith(f"warning: home {home} ")
+    assert mode(home) == folder_mode, "the home's mode was changed"
+    assert home.stat().st_uid == owner
+    assert mode(home / "events.db") == 0o600
