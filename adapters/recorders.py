@@ -73,10 +73,17 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def log_id(self) -> str | None:
         return _first(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
 
-    def chained_rows(self) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
-        """Every event in position order with its stored hash (None when it has none), and each hash
-        whose event is gone as a row with no stream: two ordered scans of one snapshot, merged."""
-        return sqlite_walk(str(self.datastore.pool.db_name), self.events_table_name, 0, None)
+    def adopt_log_id(self, log_id: str) -> None:
+        """An imported log keeps the id it was created with."""
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (log_id,))
+
+    def chained_rows(
+        self, lo: int = 0, hi: int | None = None
+    ) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+        """Every event (positions lo..hi) in position order with its stored hash (None when it has none),
+        and each hash whose event is gone as a row with no stream: two ordered scans of one snapshot, merged."""
+        return sqlite_walk(str(self.datastore.pool.db_name), self.events_table_name, lo, hi)
 
     def parts(self, count: int, smallest: int = PARALLEL_FROM) -> list[Part] | None:
         """The log cut into `count` consecutive parts that can be walked apart (each from the hash stored
@@ -180,12 +187,22 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     def log_id(self) -> str | None:
         return _first(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
 
-    def chained_rows(self) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+    def adopt_log_id(self, log_id: str) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (log_id,))
+
+    def chained_rows(
+        self, lo: int = 0, hi: int | None = None
+    ) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
         """As on SQLite: events and hashes in position order, one snapshot, streamed by a server-side cursor."""
+        top = 2**63 - 1 if hi is None else hi
         events = SQL(
-            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0} ORDER BY notification_id"
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}"
+            " WHERE notification_id BETWEEN %s AND %s ORDER BY notification_id"
         ).format(self._events)
-        hashes = SQL("SELECT position, hash FROM {0} ORDER BY position").format(self._chain_table)
+        hashes = SQL("SELECT position, hash FROM {0} WHERE position BETWEEN %s AND %s ORDER BY position").format(
+            self._chain_table
+        )
         with self.datastore.get_connection() as conn, conn.transaction(force_rollback=True):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             with (
@@ -193,8 +210,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 conn.cursor(name="rollouts_verify_hashes", row_factory=tuple_row) as h_cur,
             ):
                 e_cur.itersize = h_cur.itersize = _BATCH
-                e_cur.execute(events)
-                h_cur.execute(hashes)
+                e_cur.execute(events, (lo, top))
+                h_cur.execute(hashes, (lo, top))
                 yield from merge(e_cur, h_cur)
 
     def parts(self, count: int, smallest: int = 0) -> None:

@@ -1,0 +1,118 @@
+"""Moving a log between stores: export as JSON Lines with hashes, import into an empty store.
+
+A line holds the event as people read it (`position`, `stream`, `stream_version`, `type`,
+`timestamp`, `data`, `meta`, `hash`, `log_id`) and as the log stores it (`topic`, `state`, the
+stored document). Import writes the stored document byte for byte, so every hash, and so the
+head hash, is the same in the new store; it refuses the whole file, before writing anything,
+when a line's hash does not chain or its readable fields do not say what its stored document says.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+
+from adapters import chain
+from domain.errors import DomainError
+from projections.records import document, topic_parts
+
+BATCH = 1_000  # events a transaction, as the baseline writes them
+
+
+class ImportRefused(DomainError):
+    """The file or the target store cannot be imported (the CLI exits 1; nothing is written)."""
+
+
+def export_lines(recorder: Any, after: int = 0, until: int | None = None) -> Iterator[str]:
+    """The events after position `after` (up to `until`), one JSON document a line, in position order."""
+    log_id = recorder.log_id()
+    for position, stream, version, topic, state, stored in recorder.chained_rows(after + 1, until):
+        if stream is None:
+            continue  # a hash whose event is gone: `log verify` reports it; there is nothing to move
+        text = state if isinstance(state, str) else bytes(state).decode()
+        line = {"position": position, "stream": str(UUID(chain.stream_hex(stream))), "stream_version": version}
+        yield json.dumps(
+            {**line, **readable(topic, text), "hash": stored, "log_id": log_id, "topic": topic, "state": text}
+        )
+
+
+def readable(topic: str, text: str) -> dict[str, Any]:
+    """What a stored document says, as export shows it: type, timestamp, data, meta."""
+    stamp, data = document(text)
+    meta = data.pop("meta", None) or {}
+    return {"type": topic_parts(topic)[1], "timestamp": stamp, "data": data, "meta": meta}
+
+
+@dataclass
+class Checked:
+    """What a whole file holds, once every line was checked."""
+
+    events: int = 0
+    head: int = 0
+    head_hash: str = chain.ZERO
+    log_id: str | None = None
+
+
+def check(lines: Iterable[str]) -> Checked:
+    """Read every line as import will, refusing at the first that does not hold (nothing is written yet)."""
+    found = Checked()
+    chained = False
+    for number, event in enumerate(parse(lines), start=1):
+        where = f"line {number} (position {event['position']})"
+        if event["position"] <= found.head:
+            raise ImportRefused(f"{where}: positions must increase")
+        if found.events and event.get("log_id") != found.log_id:
+            raise ImportRefused(f"{where}: another log id than the lines before it")
+        text, topic = event["state"], event["topic"]
+        expected = readable(topic, text)
+        for field, value in expected.items():
+            if event.get(field) != value:
+                raise ImportRefused(f"{where}: {field} differs from what the stored record says")
+        computed = chain.link(found.head_hash, event["stream"], event["stream_version"], topic, text.encode())
+        if event["hash"] is None and chained:
+            raise ImportRefused(f"{where}: an event without a hash after the chain began")
+        if event["hash"] is not None and event["hash"] != computed:
+            raise ImportRefused(f"{where}: the hash does not chain: this line or one before it was changed")
+        chained = chained or event["hash"] is not None
+        found.events += 1
+        found.head, found.head_hash, found.log_id = event["position"], computed, event.get("log_id")
+    return found
+
+
+def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+            event["position"], event["stream_version"] = int(event["position"]), int(event["stream_version"])
+            UUID(event["stream"])
+            if not isinstance(event["state"], str) or not isinstance(event["topic"], str):
+                raise TypeError("state and topic must be text")
+        except (ValueError, KeyError, TypeError) as error:
+            raise ImportRefused(f"line {number}: not an exported event ({error})") from None
+        yield event
+
+
+def write(recorder: Any, lines: Iterable[str], progress: Callable[[int], None] = lambda _: None) -> int:
+    """Insert the (checked) events in batches; the recorder chains them as it inserts."""
+    batch: list[StoredEvent] = []
+    count = 0
+    for event in parse(lines):
+        stored = StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"].encode())
+        batch.append(stored)
+        if len(batch) == BATCH:
+            recorder.insert_events(batch)
+            count += len(batch)
+            progress(len(batch))
+            batch = []
+    if batch:
+        recorder.insert_events(batch)
+        count += len(batch)
+        progress(len(batch))
+    return count

@@ -1,0 +1,130 @@
+"""Moving a log (7.3): export to JSON Lines, import into an empty store, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Rollouts
+
+
+def history(rollouts: Rollouts, marker: Path) -> None:
+    command = ["sh", "-c", f'echo "$ROLLOUT_DEPLOYER" >> {marker}']
+    assert rollouts.sh("config", "create", "web", "--env", "A=1", "--", *command).exit_code == 0
+    for _ in range(2):
+        assert rollouts.sh("rollout", "latest", "web", "--reason", "ship it").exit_code == 0
+        assert rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+
+
+def exported(rollouts: Rollouts, *args: str) -> list[dict]:
+    result = rollouts.sh("log", "export", *args)
+    assert result.exit_code == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def verified(rollouts: Rollouts) -> dict:
+    return json.loads(rollouts.sh("log", "verify", "-o", "json").stdout)
+
+
+def other(rollouts: Rollouts, tmp_path: Path, name: str, store: str | None) -> Rollouts:
+    target = Rollouts(tmp_path / name, rollouts.cwd)
+    if store:
+        target.env["ROLLOUTS_STORE"] = target.store = store
+    return target
+
+
+def moved(line: dict) -> dict:
+    """What must survive a move: everything but the position (a store numbers its own)."""
+    return {k: v for k, v in line.items() if k != "position"}
+
+
+def test_a_log_moves_from_sqlite_to_postgres_and_back_with_the_same_hashes(
+    rollouts: Rollouts, tmp_path: Path, postgres_url: str
+) -> None:
+    marker = tmp_path / "ran"
+    history(rollouts, marker)
+    source = exported(rollouts)
+    assert [e["position"] for e in source] == list(range(1, len(source) + 1))
+    assert {"position", "stream", "stream_version", "type", "timestamp", "data", "meta", "hash"} <= set(source[0])
+    (tmp_path / "log.jsonl").write_text(rollouts.sh("log", "export").stdout)
+
+    pg = other(rollouts, tmp_path, "pg-home", postgres_url)
+    result = pg.sh("log", "import", str(tmp_path / "log.jsonl"))
+    assert result.exit_code == 0, result.stderr
+    assert [moved(e) for e in exported(pg)] == [moved(e) for e in source]
+    before, after = verified(rollouts), verified(pg)
+    assert (after["events"], after["head_hash"], after["log_id"]) == (
+        before["events"],
+        before["head_hash"],
+        before["log_id"],
+    )
+
+    back = other(rollouts, tmp_path, "back-home", None)
+    (tmp_path / "empty.jsonl").write_text("")
+    empty = back.sh("log", "import", str(tmp_path / "empty.jsonl"))
+    assert empty.exit_code == 1 and "no event" in empty.stderr
+    piped = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "log", "import", "-"],
+        input=pg.sh("log", "export").stdout,
+        env=back.env,
+        cwd=back.cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert verified(back)["head_hash"] == before["head_hash"]
+
+    # A controller on the imported store goes on from there: nothing of the old history runs again.
+    assert pg.sh("rollout", "latest", "web").exit_code == 0
+    assert pg.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert marker.read_text().split() == ["web-1-deploy-1", "web-2-deploy-1", "web-3-deploy-1"]
+    assert pg.sh("rollout", "status", "web").stdout.strip() == "web version 3 (attempt 1): Complete"
+    assert pg.sh("audit").exit_code == 0
+
+
+@pytest.mark.parametrize("change", ["data", "state", "drop", "swap", "hash"])
+def test_a_changed_export_is_refused_whole(rollouts: Rollouts, tmp_path: Path, change: str) -> None:
+    history(rollouts, tmp_path / "ran")
+    lines = rollouts.sh("log", "export").stdout.splitlines()
+    events = [json.loads(line) for line in lines]
+    if change == "data":
+        events[3]["data"]["revision"] = 99
+    elif change == "state":
+        events[3]["state"] = events[3]["state"].replace('"revision":1', '"revision":9')
+        events[3]["data"]["revision"] = 9
+    elif change == "drop":
+        del events[4]
+    elif change == "swap":
+        events[4], events[5] = events[5], events[4]
+    else:
+        events[6]["hash"] = "0" * 64
+    (tmp_path / "bad.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    target = other(rollouts, tmp_path, "target", None)
+    result = target.sh("log", "import", str(tmp_path / "bad.jsonl"))
+    assert result.exit_code == 1, result
+    assert result.stderr.startswith("error: line ") and result.stderr.count("\n") == 1
+    assert target.event_count() == 0
+
+
+def test_import_into_a_store_that_is_not_empty_is_refused(rollouts: Rollouts, tmp_path: Path) -> None:
+    history(rollouts, tmp_path / "ran")
+    (tmp_path / "log.jsonl").write_text(rollouts.sh("log", "export").stdout)
+    count = rollouts.event_count()
+    result = rollouts.sh("log", "import", str(tmp_path / "log.jsonl"))
+    assert result.exit_code == 1 and "not empty" in result.stderr
+    assert rollouts.event_count() == count
+
+
+def test_export_pages_by_position(rollouts: Rollouts, tmp_path: Path) -> None:
+    history(rollouts, tmp_path / "ran")
+    everything = exported(rollouts)
+    assert [e["position"] for e in exported(rollouts, "--after", "3", "--until", "7")] == [4, 5, 6, 7]
+    assert exported(rollouts, "--after", str(len(everything))) == []
+    bad = rollouts.sh("log", "export", "--after", "5", "--until", "2")
+    assert bad.exit_code == 2 and bad.stderr.startswith("error:")
+    assert rollouts.sh("log", "export", "--after", "-1").exit_code == 2
