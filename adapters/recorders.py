@@ -15,7 +15,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -30,7 +30,20 @@ CHAIN_TABLE = "rollouts_chain"
 LOG_TABLE = "rollouts_log"
 _BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
-PARALLEL_FROM = 100_000  # events: below this a walk in one process is as fast
+PARALLEL_FROM = 100_000
+
+
+class Row(NamedTuple):
+    """A stored event with its position, as projections decode it (records.Notification)."""
+
+    id: int
+    originator_id: Any
+    originator_version: int
+    topic: str
+    state: bytes
+
+
+# events: below this a walk in one process is as fast
 
 
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
@@ -110,6 +123,18 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
                 return None
             parts.append(Part(db, table, lo, hi - 1, before[0][0] if lo != first else chain.ZERO))
         return parts
+
+    def events_of(self, streams: Sequence[UUID], until: int) -> list[Row]:
+        """The events of `streams` at or before position `until` (an index lookup per stream)."""
+        found: list[Row] = []
+        for i in range(0, len(streams), 500):
+            chunk = [s.hex for s in streams[i : i + 500]]
+            sql = (
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name}"
+                f" WHERE originator_id IN ({','.join('?' * len(chunk))}) AND rowid <= ?"
+            )
+            found += [Row(*r) for r in self._query(sql, (*chunk, until))]
+        return found
 
     def hash_at(self, position: int) -> str | None:
         return _first(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
@@ -217,6 +242,13 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     def parts(self, count: int, smallest: int = 0) -> None:
         """Walked in one piece: the server streams it (see ChainedSQLiteRecorder.parts)."""
         return None
+
+    def events_of(self, streams: Sequence[UUID], until: int) -> list[Row]:
+        sql = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}"
+            " WHERE originator_id = ANY(%s) AND notification_id <= %s"
+        ).format(self._events)
+        return [Row(*r.values()) for r in self._query(sql, (list(streams), until))]
 
     def hash_at(self, position: int) -> str | None:
         sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
