@@ -3,7 +3,8 @@
 On Linux, inotify reports every write to the SQLite files (the log's and the runtime's, their
 write-ahead logs included) at no cost while nothing happens. Elsewhere, or if inotify cannot
 be had, `PRAGMA data_version` is polled (it changes when another connection commits). A
-PostgreSQL log has no file to watch: the controller's interval rules alone for it.
+PostgreSQL log has no file to watch: the controller LISTENs on the channel the library NOTIFYs in
+every insert, so a new event wakes it at once.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Watch:
         log = _log_path(app)
         self._files = _Inotify.of([runtime.folder / "runtime.db", *([log] if log else [])])
         self._log = _connect(log) if log and self._files is None else None
+        self._listener = None if log else _Listener.of(app.recorder)
         self.every = min(interval, max(FASTEST_S, interval / 10))
         self._mark: tuple[int, int] = (0, 0)
 
@@ -76,19 +78,29 @@ class Watch:
         return STOPPING_S if self._files is not None else self.every
 
     def _sleep(self, stopping: threading.Event, seconds: float) -> bool:
-        """Sleep (until a file changes, with inotify); True if stopping is set."""
-        if self._files is None:
+        """Sleep (until a file changes, with inotify, or the log's channel is notified); True if stopping is set."""
+        fds = [w.fd for w in (self._files, self._listener) if w is not None]
+        if not fds:
             return stopping.wait(seconds)
         if seconds > 0:
-            select.select([self._files.fd], [], [], seconds)
+            select.select(fds, [], [], min(seconds, STOPPING_S) if self._files is None else seconds)
         return stopping.is_set()
 
     def _changed(self) -> bool:
+        heard = False
+        if self._listener is not None:
+            try:
+                heard = self._listener.changed()
+            except Exception:  # noqa: BLE001 - a lost connection: poll at the interval from now on, as before
+                self._listener.close()
+                self._listener, heard = None, True
         if self._files is not None:
-            return self._files.changed()
-        return self.version() != self._mark
+            return self._files.changed() or heard
+        return self.version() != self._mark or heard
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         if self._log is not None:
             self._log.close()
         if self._files is not None:
@@ -138,6 +150,44 @@ class _Inotify:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
+
+
+class _Listener:
+    """NOTIFYs on a PostgreSQL log's channel (the library sends one in every insert of events)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.fd: int = conn.fileno()
+
+    @classmethod
+    def of(cls, recorder: Any) -> _Listener | None:
+        """LISTEN on the recorder's channel; None for logs that have none, or when it cannot be had."""
+        import psycopg
+        from eventsourcing.postgres import PostgresApplicationRecorder
+
+        if not isinstance(recorder, PostgresApplicationRecorder):
+            return None
+        pool = recorder.datastore.pool
+        settings = {k: v for k, v in pool.kwargs.items() if k != "row_factory"}
+        try:
+            conn = psycopg.connect(pool.conninfo, **settings, autocommit=True)
+            conn.execute(f'LISTEN "{recorder.channel_name}"')
+        except psycopg.Error:
+            return None
+        return cls(conn)
+
+    def changed(self) -> bool:
+        """Whether a notification came since the last call."""
+        pgconn = self._conn.pgconn
+        pgconn.consume_input()
+        hit = False
+        while pgconn.notifies() is not None:
+            hit = True
+        return hit
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # noqa: BLE001 - closing a dead connection may fail any way
+            self._conn.close()
 
 
 def _log_path(app: Any) -> Path | None:

@@ -103,3 +103,26 @@ def test_what_changed_before_the_mark_is_forgotten(parts: tuple[Any, LocalRuntim
     watch.mark()
     took, early = waited(watch, 0.3)
     assert took >= 0.3 and not early
+
+
+def test_a_controller_on_postgres_wakes_on_a_new_event_before_its_interval(rollouts, postgres_url, tmp_path) -> None:
+    """LISTEN/NOTIFY: with a 20 s interval, a rollout triggered while the controller waits still starts at once."""
+    import time
+
+    rollouts.env["ROLLOUTS_STORE"] = rollouts.store = postgres_url
+    marker = tmp_path / "ran"
+    assert rollouts.sh("config", "create", "web", "--", "sh", "-c", f"date +%s.%N > {marker}").exit_code == 0
+    controller = rollouts.popen("controller", "run", "--interval", "20", "-q")
+    try:
+        time.sleep(3)  # the controller's first passes are done: it waits on its interval now
+        asked = time.time()
+        assert rollouts.sh("rollout", "latest", "web").exit_code == 0
+        for _ in range(100):
+            if marker.exists() and marker.read_text().strip():
+                break
+            time.sleep(0.1)
+        assert marker.exists(), "the controller slept through the new rollout"
+        assert float(marker.read_text()) - asked < 10  # far less than the 20 s interval
+    finally:
+        controller.terminate()
+        controller.wait(timeout=30)
