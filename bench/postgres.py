@@ -1,0 +1,236 @@
+#!/usr/bin/env python
+"""Rollouts on PostgreSQL, each figure beside a baseline measured in the same run on the same server.
+
+    python bench/postgres.py [--store postgresql://postgres@127.0.0.1:5432/test] [--quick]
+
+1. pg_command_ops_per_s   in-process `latest --supersede` ops/s vs a bare eventsourcing
+                          load-command-save loop on a trivial aggregate (goal >= 0.5x)
+2. pg_spawn_latency_*     `latest` committed -> deployer running, median (goal <= 50 ms) and p99,
+                          with `controller run -q` waiting on its log (LISTEN/NOTIFY)
+3. pg_e2e_rollouts_per_s  rollouts/s with one controller and `true` deployers (goal >= 100/s)
+4. pg_rebuild             rebuild of all projections from a PostgreSQL log vs the library's read +
+                          decode from the same server (goal >= 0.8x); the log is bench/rebuild.py's
+                          cached SQLite log, moved with `log import`'s writer
+
+Every run uses schemas of its own, dropped at the end. The last line is a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+
+from adapters.application import new_meta
+from adapters.eventstore import open_app, store_env
+from adapters.home import Home
+from domain import ids
+from domain.spec import Spec
+
+SERVER = "postgresql://postgres@127.0.0.1:5432/test"
+BENCH = Path(__file__).resolve().parent
+
+
+class Counter(Aggregate):
+    @event("Registered")
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+
+    @event("Bumped")
+    def bump(self) -> None:
+        self.count += 1
+
+
+class BareApp(Application):
+    name = "bare"
+
+
+class Bench:
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.schemas: list[str] = []
+        self.tmp = Path(tempfile.mkdtemp(prefix="rollouts-bench-pg-"))
+
+    def store(self) -> str:
+        import psycopg
+
+        schema = f"bench_{uuid.uuid4().hex[:10]}"
+        self.schemas.append(schema)
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        return f"{self.server}?schema={schema}"
+
+    def home(self, name: str) -> Home:
+        return Home(self.tmp / name).ensure()
+
+    def close(self) -> None:
+        import shutil
+
+        import psycopg
+
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            for schema in self.schemas:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def figure(value: float, baseline: float | None, goal: str, unit: str) -> dict[str, Any]:
+    against = value / baseline if goal.endswith("x") and baseline else value
+    limit = float(goal[2:].rstrip("x"))
+    ok = against >= limit if goal.startswith(">=") else against <= limit
+    ratio = round(value / baseline, 3) if baseline else None
+    return {
+        "value": round(value, 2),
+        "baseline": baseline and round(baseline, 2),
+        "ratio": ratio,
+        "goal": goal,
+        "unit": unit,
+        "ok": ok,
+    }
+
+
+def commands(bench: Bench, configs: int, ops: int) -> dict[str, Any]:
+    store = bench.store()
+    app = open_app(bench.home("commands"), store)
+    names = [f"c{i}" for i in range(configs)]
+    for name in names:
+        app.create_config(name, Spec(command=["true"]), new_meta("bench"))
+    t = time.perf_counter()
+    for i in range(ops):
+        app.latest(names[i % configs], None, True, new_meta("bench"))
+    ours = ops / (time.perf_counter() - t)
+    app.close()
+
+    env = {k: v for k, v in store_env(bench.home("bare"), bench.store()).items() if k != "APPLICATION_RECORDER_TOPIC"}
+    plain = BareApp(env=env)
+    counters = [Counter(f"c{i}") for i in range(configs)]
+    plain.save(*counters)
+    t = time.perf_counter()
+    for i in range(ops):
+        counter = plain.repository.get(counters[i % configs].id)
+        counter.bump()
+        plain.save(counter)
+    bare = ops / (time.perf_counter() - t)
+    plain.close()
+    return figure(ours, bare, ">=0.5x", "op/s")
+
+
+def controller(home: Home, store: str, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "ROLLOUTS_HOME": str(home.path), "ROLLOUTS_STORE": store, "ROLLOUTS_ACTOR": "bench"}
+    argv = [sys.executable, "-m", "adapters.cli", "controller", "run", "-q", *args]
+    return subprocess.Popen(argv, env=env, cwd=home.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def latency(bench: Bench, samples: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    store, home = bench.store(), bench.home("latency")
+    stamps = home.path / "stamps"
+    stamps.mkdir()
+    app = open_app(home, store)
+    spec = Spec(command=["sh", "-c", 'date +%s.%N > "$STAMPS/$ROLLOUT_DEPLOYER"'], env={"STAMPS": str(stamps)})
+    app.create_config("lat", spec, new_meta("bench"))
+    proc = controller(home, store, "--interval", "1")
+    found: list[float] = []
+    try:
+        for i in range(samples + 1):
+            revision = app.latest("lat", None, False, new_meta("bench"))
+            t0 = time.time()
+            stamp = stamps / ids.deployer_name("lat", revision, 1)
+            deadline = time.monotonic() + 30
+            while not stamp.exists() or not stamp.read_text():
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"no deployer ran for lat v{revision}")
+                time.sleep(0.001)
+            if i:
+                found.append((float(stamp.read_text()) - t0) * 1000)
+            while app.deployment(app.config("lat"), revision).is_open:
+                time.sleep(0.005)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        app.close()
+    found.sort()
+    p99 = found[max(0, int(len(found) * 0.99 + 0.5) - 1)]
+    return figure(statistics.median(found), None, "<=50", "ms"), figure(p99, None, "<=300", "ms")
+
+
+def e2e(bench: Bench, rollouts: int) -> dict[str, Any]:
+    store, home = bench.store(), bench.home("e2e")
+    app = open_app(home, store)
+    names = [f"e{i}" for i in range(rollouts)]
+    for name in names:
+        app.create_config(name, Spec(command=["true"]), new_meta("bench"))
+    warm = controller(home, store, "--until-idle", "--timeout", "60")  # the fork server and caches, untimed
+    warm.wait(120)
+    t = time.perf_counter()
+    for name in names:
+        app.latest(name, None, False, new_meta("bench"))
+    proc = controller(home, store, "--until-idle", "--interval", "0.05", "--timeout", "300")
+    if proc.wait(600) != 0:
+        raise RuntimeError("the controller did not finish the rollouts")
+    rate = rollouts / (time.perf_counter() - t)
+    app.close()
+    return figure(rate, None, ">=100", "rollouts/s")
+
+
+def rebuild(bench: Bench, events: int) -> dict[str, Any]:
+    import importlib.util
+
+    from adapters.log_source import RecorderSource
+    from adapters.log_transfer import export_lines, write
+    from projections.store import ProjectionStore
+
+    spec = importlib.util.spec_from_file_location("rollouts_bench_rebuild", BENCH / "rebuild.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    source = open_app(module.cached_log(events, 300, False), None)
+    app = open_app(bench.home("rebuild"), bench.store())
+    write(app.recorder, export_lines(source.recorder))
+    source.close()
+    head = app.recorder.max_notification_id()
+    count, read_s, _ = module.ceiling(app)
+    assert count == head
+    store = ProjectionStore(bench.tmp / "rebuild-views", RecorderSource(app.recorder))
+    t = time.perf_counter()
+    store.rebuild()
+    rebuild_s = time.perf_counter() - t
+    store.close()
+    app.close()
+    return figure(head / rebuild_s, head / read_s, ">=0.8x", "ev/s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", default=SERVER, help="a PostgreSQL database the benchmark may add schemas to")
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    args = parser.parse_args(argv)
+    bench = Bench(args.store)
+    summary: dict[str, Any] = {}
+    try:
+        summary["pg_command_ops_per_s"] = commands(bench, 40 if args.quick else 100, 150 if args.quick else 800)
+        median, p99 = latency(bench, 20 if args.quick else 100)
+        summary["pg_spawn_latency_median_ms"], summary["pg_spawn_latency_p99_ms"] = median, p99
+        summary["pg_e2e_rollouts_per_s"] = e2e(bench, 30 if args.quick else 300)
+        summary["pg_rebuild_events_per_s"] = rebuild(bench, 20_000 if args.quick else 200_000)
+    finally:
+        bench.close()
+    for name, f in summary.items():
+        ratio = f" ({f['ratio']}x of {f['baseline']:,})" if f["ratio"] is not None else ""
+        print(f"{name}: {f['value']:,} {f['unit']}{ratio}, goal {f['goal']}, ok={f['ok']}")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
