@@ -39,6 +39,9 @@ def _require_config(db: Any, name: str) -> None:
 @click.option("--type", "type_", help="Only events of this type, e.g. DeployerClaimed.")
 @click.option("--since", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset).")
 @click.option("--actor", help="Only events caused by this actor.")
+@click.option("--after", type=click.IntRange(min=0), help="Only events after this position (paging).")
+@click.option("--until", type=click.IntRange(min=0), help="Only events up to this position.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many events (the first ones).")
 @output_option
 @pass_reader
 def events(
@@ -48,19 +51,33 @@ def events(
     type_: str | None,
     since: str | None,
     actor: str | None,
+    after: int | None,
+    until: int | None,
+    limit: int | None,
     output: str,
 ) -> None:
     """List the events of the log in order, with who caused each.
+
+    Page through a long log with --after and --limit: the next page starts
+    after the last position printed, with no gap and no repeat.
 
     \b
     Example:
       rollouts events web --revision 2
       rollouts events --type DeployerLost --since 2026-11-01
       rollouts events --actor alice@laptop -o json
+      rollouts events --after 1000 --limit 100 -o json
     """
     if revision is not None and name is None:
         raise click.UsageError("--revision needs a config NAME")
-    db = state.read("audit").db("audit")
+    if after is not None and until is not None and until < after:
+        raise click.BadParameter("--until is before --after", param_hint="--until")
+    store = state.read("audit")
+    head = store.source.head()
+    for flag, position in (("--after", after), ("--until", until)):
+        if position is not None and position > head:
+            raise click.BadParameter(f"position {position} is beyond the head of the log ({head})", param_hint=flag)
+    db = store.db("audit")
     clauses, args = [], []
     if name is not None:
         _require_config(db, name)
@@ -70,11 +87,13 @@ def events(
         if value is not None:
             clauses.append(f"{column} = ?")
             args.append(value)
-    if since is not None:
-        clauses.append("timestamp >= ?")
-        args.append(since)
+    for clause, value in (("timestamp >= ?", since), ("position > ?", after), ("position <= ?", until)):
+        if value is not None:
+            clauses.append(clause)
+            args.append(value)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position", args))
+    page = f" LIMIT {int(limit)}" if limit is not None else ""
+    rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position{page}", args))
     for row in rows:
         row["data"] = document(row["data"])[1]
         row["os_user"] = (row["data"].get("meta") or {}).get("os_user")  # null for events written before it
