@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from adapters.cli.as_of import as_of_option, history_at
 from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.spec_options import changed_spec, spec_options, warn_secret_env
 from adapters.cli.state import State, pass_reader, pass_state
@@ -85,8 +86,8 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
         click.echo(f"version {revision} triggered (config change)")
 
 
-def config_rows(state: State, name: str | None = None) -> list[dict[str, Any]]:
-    db = state.read("history").db("history")
+def config_rows(state: State, name: str | None = None, as_of: int | str | None = None) -> list[dict[str, Any]]:
+    db = state.read("history").db("history") if as_of is None or name is None else history_at(state, name, as_of)
     sql = (
         "SELECT c.name, c.spec, c.paused, c.latest_version, c.created_at, c.updated_at, d.phase"
         " FROM configs c LEFT JOIN deployments d ON d.config = c.name AND d.version = c.latest_version"
@@ -102,17 +103,19 @@ def config_rows(state: State, name: str | None = None) -> list[dict[str, Any]]:
 
 @config.command("show")
 @click.argument("name", callback=valid_name)
+@as_of_option
 @output_option
 @pass_reader
-def show_(state: State, name: str, output: str) -> None:
+def show_(state: State, name: str, as_of: int | str | None, output: str) -> None:
     """Show NAME's spec, whether it is paused, and its latest version.
 
     \b
     Example:
       rollouts config show web
       rollouts config show web -o json | jq .spec.env
+      rollouts config show web --as-of 340
     """
-    rows = config_rows(state, name)
+    rows = config_rows(state, name, as_of)
     if not rows:
         raise NotFound(f"config {name!r} not found")
     row = rows[0]

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from adapters.cli.as_of import as_of_option, history_at
 from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, table
 from adapters.cli.state import State, pass_reader, pass_state
@@ -132,8 +133,10 @@ def resume(state: State, name: str) -> None:
     click.echo(f"{name} resumed")
 
 
-def history_rows(state: State, name: str, revision: int | None = None) -> list[dict[str, Any]]:
-    db = state.read("history").db("history")
+def history_rows(
+    state: State, name: str, revision: int | None = None, as_of: int | str | None = None
+) -> list[dict[str, Any]]:
+    db = state.read("history").db("history") if as_of is None else history_at(state, name, as_of)
     if not db.execute("SELECT 1 FROM configs WHERE name = ?", (name,)).fetchone():
         raise NotFound(f"config {name!r} not found")
     where, args = ("config = ?", [name]) if revision is None else ("config = ? AND version = ?", [name, revision])
@@ -154,9 +157,10 @@ def history_rows(state: State, name: str, revision: int | None = None) -> list[d
 @rollout.command()
 @name_argument
 @click.option("--revision", type=REVISION, help="Show only this revision, with its spec and runs.")
+@as_of_option
 @output_option
 @pass_reader
-def history(state: State, name: str, revision: int | None, output: str) -> None:
+def history(state: State, name: str, revision: int | None, as_of: int | str | None, output: str) -> None:
     """List NAME's deployments: version, phase, reason, cause, timings.
 
     \b
@@ -164,8 +168,9 @@ def history(state: State, name: str, revision: int | None, output: str) -> None:
       rollouts rollout history web
       rollouts rollout history web --revision 3
       rollouts rollout history web -o json
+      rollouts rollout history web --as-of 2026-11-30T09:00:00
     """
-    rows = history_rows(state, name, revision)
+    rows = history_rows(state, name, revision, as_of)
     if output == "json":
         emit_json([{k: v for k, v in r.items() if k not in ("stream", "config", "step")} for r in rows])
     elif revision is None:
@@ -208,8 +213,9 @@ def _revision_detail(row: dict[str, Any]) -> None:
 @name_argument
 @click.option("--watch", "-w", is_flag=True, help="Wait until the latest deployment is Complete or Failed.")
 @click.option("--timeout", type=Seconds(), help="With --watch: give up after SECONDS (exit 1).")
+@as_of_option
 @pass_reader
-def status(state: State, name: str, watch: bool, timeout: float | None) -> None:
+def status(state: State, name: str, watch: bool, timeout: float | None, as_of: int | str | None) -> None:
     """Print the phase of NAME's latest deployment.
 
     Exit 0 when Complete (or still open without --watch), 1 when Failed or
@@ -219,11 +225,14 @@ def status(state: State, name: str, watch: bool, timeout: float | None) -> None:
     Example:
       rollouts rollout status web
       rollouts rollout status web --watch --timeout 300 && echo deployed
+      rollouts rollout status web --as-of 1200
     """
+    if watch and as_of is not None:
+        raise click.UsageError("--watch and --as-of exclude each other")
     deadline = None if timeout is None else time.monotonic() + timeout
     said = None
     while True:
-        rows = history_rows(state, name)
+        rows = history_rows(state, name, as_of=as_of)
         if not rows:
             raise NotFound(f"config {name!r} has no deployment yet")
         latest_row = rows[-1]

@@ -1,0 +1,56 @@
+"""`--as-of POSITION|ISO`: read commands answered as the log stood then, from a private view."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+
+from adapters.cli.state import State
+
+F = TypeVar("F", bound=Callable[..., Any])
+_POSITION = re.compile(r"\d{1,18}")
+
+
+def as_of_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    """A position (digits), or an ISO time as UTC text; anything else is a usage error."""
+    if value is None:
+        return None
+    if _POSITION.fullmatch(value):
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a position nor an ISO time like 2026-01-31T12:00:00") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def as_of_option(f: F) -> F:
+    return click.option(
+        "--as-of",
+        callback=as_of_value,
+        metavar="POSITION|ISO",
+        help="Answer as the log stood at this position, or at this time (UTC if no offset).",
+    )(f)
+
+
+def position_at(state: State, value: int | str) -> int:
+    """The position `value` names: itself (0..head), or the highest whose event is at or before that time."""
+    head = state.recorder.max_notification_id() or 0
+    if isinstance(value, int):
+        if value > head:
+            raise click.BadParameter(f"position {value} is beyond the head of the log ({head})", param_hint="--as-of")
+        return value
+    # Timestamps are not in position order: the highest position among the events at or before the time.
+    found = state.read("audit").db("audit").execute("SELECT max(position) FROM events WHERE timestamp <= ?", (value,))
+    return found.fetchone()[0] or 0
+
+
+def history_at(state: State, name: str, value: int | str) -> Any:
+    """The history view of config `name` as the log stood at `value` (never the live view)."""
+    from projections.as_of import config_history_at
+
+    return config_history_at(state.recorder.events_of, name, position_at(state, value))
