@@ -148,34 +148,13 @@ class ProjectionStore:
             return None
 
     def _heal(self, broken: BrokenView) -> None:
-        """Replace a file that is not a readable view by one rebuilt from the log: a cache miss.
-
-        Under the catalog's write lock, as every build (a twin may have healed or swapped it
-        meanwhile: then nothing is done). Nested in a rebuild that already holds that lock,
-        the replacement commits with the rebuild."""
+        """A file that is not a readable view is a cache miss: rebuilt from the log, with a warning."""
         self.warn(f"{broken}: rebuilding it")
-        p = BY_NAME[broken.name]
-        self._forget(p.name)
-        catalog = self.catalog.db
-        nested = catalog.conn.in_transaction
-        if not nested:
-            catalog.execute("BEGIN IMMEDIATE")
-        try:
-            if self.catalog.current(p.name) == broken.path:
-                path = self.catalog.next_file(p.name)
-                from projections.build import build
+        self._forget(broken.name)
+        from projections.heal import replace  # like build: not on every read's import path
 
-                build(self.source, [p], {p.name: path}, self.source.head(), self.log_id(), REBUILD_BATCH)
-                self.catalog.point(p.name, path)
-            if not nested:
-                catalog.execute("COMMIT")
-        except BaseException:
-            if not nested and catalog.conn.in_transaction:
-                catalog.execute("ROLLBACK")
-            raise
-        if not nested:
-            with immediate(catalog):
-                self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
+        if broken.path is not None:
+            replace(self.catalog, self.source, BY_NAME[broken.name], broken.path, self.log_id(), REBUILD_BATCH)
 
     def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
         db = files.connect(path)

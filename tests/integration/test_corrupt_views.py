@@ -207,3 +207,29 @@ def test_projections_status_over_a_corrupt_view_reports_instead_of_failing(rollo
     assert_one_warning_no_error(result)
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert rows["history"]["position"] == rows["history"]["head"] > 0
+
+
+def test_a_running_controller_heals_its_view_emptied_under_it_and_goes_on(rollouts: Rollouts) -> None:
+    """Its open connection's cached pages would hide the damage: each pass it looks at the file (stat).
+    (Bytes written in place are seen by the next process that opens the file, which heals it; SQLite
+    itself reads the pages its WAL holds from there, so a file replaced under a WAL may read well.)"""
+    ok(rollouts.sh("config", "create", "web", "--", "true"))
+    controller = rollouts.popen("controller", "run", "--interval", "0.05", "-q")
+    try:
+        ok(rollouts.sh("rollout", "latest", "web"))
+        ok(rollouts.sh("rollout", "status", "web", "--watch", "--timeout", "30"))
+        zero_length(view_file(rollouts.home, "desired"))
+        ok(rollouts.sh("rollout", "latest", "web"))
+        assert (
+            "version 2 (attempt 1): Complete"
+            in ok(rollouts.sh("rollout", "status", "web", "--watch", "--timeout", "30")).stdout
+        )
+    finally:
+        controller.terminate()
+        _, stderr = controller.communicate(timeout=30)
+    assert controller.returncode == 0, stderr
+    healed = [line for line in stderr.splitlines() if line.startswith("warning: projection desired")]
+    assert healed and "rebuilding it" in healed[0], stderr
+    live = answers(rollouts, quiet=False)
+    ok(rollouts.sh("projections", "rebuild"))
+    assert answers(rollouts) == live
