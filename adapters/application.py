@@ -18,6 +18,7 @@ from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 
 if TYPE_CHECKING:
+    from adapters.recorders import ChainedPostgresRecorder, ChainedSQLiteRecorder
     from domain.spec import Spec
 
 T = TypeVar("T")
@@ -52,6 +53,7 @@ class RolloutsApp(Application[UUID]):
 
     name = APP_NAME
     snapshotting_intervals = {DeploymentConfig: 50}
+    recorder: ChainedSQLiteRecorder | ChainedPostgresRecorder  # as adapters.eventstore configures it
 
     def __init__(self, env: Any = None) -> None:
         super().__init__(env)

@@ -7,11 +7,14 @@ import os
 import tempfile
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from adapters.home import Home
+
+if TYPE_CHECKING:
+    from adapters.application import RolloutsApp
 
 
 class State:
@@ -31,7 +34,7 @@ class State:
             parse_store(self.store)  # a bad URL is a usage error before anything opens
 
     @cached_property
-    def app(self) -> Any:
+    def app(self) -> RolloutsApp:
         """The application, for commands that write or reconcile: refused on a log this home is not bound to."""
         from adapters.binding import HomeBoundElsewhere
         from adapters.eventstore import open_app

@@ -8,19 +8,19 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from adapters.application import WriteConflict
+from adapters.application import RolloutsApp, WriteConflict, new_meta
 from adapters.controller import commands
 from adapters.controller.launch import Launch, launch_spec
 from adapters.controller.plan import REPORTS, Action, is_gone
-from adapters.runtime.local import UNKNOWN_CLAIM, DeployerExists, LocalRuntime
+from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 
 
 class Executor:
-    """Runs actions for one controller (`claimant`) against the app and the local runtime."""
+    """Runs actions for one controller (`claimant`) against the app and a runtime."""
 
-    def __init__(self, app: Any, runtime: LocalRuntime, claimant: str, actor: str, cwd: str) -> None:
+    def __init__(self, app: RolloutsApp, runtime: Runtime, claimant: str, actor: str, cwd: str) -> None:
         self.app = app
         self.runtime = runtime
         self.claimant = claimant
@@ -29,8 +29,6 @@ class Executor:
         self.ended: set[str] = set()
 
     def meta(self, notification_id: int | None = None) -> dict[str, Any]:
-        from adapters.application import new_meta
-
         return new_meta(self.actor, notification_id=notification_id, claimant=self.claimant)
 
     def run(self, action: Action, notification_id: int | None = None) -> None:
@@ -82,7 +80,7 @@ class Executor:
 
     def _create_all(self, creates: Sequence[Action]) -> list[tuple[tuple[Action, ...], Exception]]:
         """The creates of committed claims, each checked against the log first, their runtime rows
-        inserted together (one sync to disk) where the runtime can (LocalRuntime.batched)."""
+        inserted together (one sync to disk, in LocalRuntime) by the runtime's batched()."""
         ready: list[tuple[Action, int, Launch, str]] = []
         failures: list[tuple[tuple[Action, ...], Exception]] = []
         for a in creates:
@@ -93,8 +91,7 @@ class Executor:
                 continue
             if launch is not None:
                 ready.append(launch)
-        batched = getattr(self.runtime, "batched", None) if len(ready) > 1 else None  # not in the model's runtime
-        with batched() if batched is not None else contextlib.nullcontext():
+        with self.runtime.batched() if len(ready) > 1 else contextlib.nullcontext():
             for launch in ready:
                 self._runtime_create(*launch)
         return failures
@@ -174,7 +171,7 @@ class Executor:
         position, digest = recorder.claim_of(deployment.id) or (0, None)
         return f"{recorder.log_id()}:{position}:{digest or ''}"
 
-    def _foreign(self, deployment: Deployment, name: str, row: Any) -> str | None:
+    def _foreign(self, deployment: Deployment, name: str, row: Observed | None) -> str | None:
         """Why the runtime row holding `name` is not this deployment's deployer, or None if it is."""
         if row is None or row.claim is None or not deployment.is_current(name):
             return None  # no row, or one made before claims were recorded (adopted until a rebind)

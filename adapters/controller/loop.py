@@ -13,7 +13,7 @@ from typing import Any
 
 from eventsourcing.persistence import PersistenceError
 
-from adapters.application import WriteConflict
+from adapters.application import RolloutsApp, WriteConflict
 from adapters.controller import commands
 from adapters.controller.executor import Executor
 from adapters.controller.plan import REPORTS, Action, batches, plan
@@ -21,7 +21,7 @@ from adapters.controller.twins import Twins
 from adapters.controller.watch import Watch
 from adapters.home import Home
 from adapters.leases import Leases
-from adapters.runtime.local import LocalRuntime, Observed
+from adapters.runtime.port import Observed, Runtime
 from domain import ids
 from domain.errors import DomainError, NotFound
 from projections.store import BY_NAME
@@ -54,9 +54,9 @@ def claimant_id(home: Home) -> str:
 class Controller:
     def __init__(
         self,
-        app: Any,
+        app: RolloutsApp,
         projections: Any,
-        runtime: LocalRuntime,
+        runtime: Runtime,
         claimant: str,
         actor: str,
         cwd: str,

@@ -15,10 +15,10 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from adapters.home import Home, private_dir, private_file
 from adapters.runtime import procs, shim
+from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
 from adapters.runtime.shim import begin_immediate, connect, utc_now, writing
 from adapters.runtime.zygote import Forked, Zygote, ZygoteFailed
 
@@ -84,42 +84,12 @@ def _forget_environments(db: sqlite3.Connection) -> None:
         db.execute("PRAGMA secure_delete = OFF")
 
 
-@dataclass(frozen=True)
-class Observed:
-    """One row of the runtime table, as the controller sees it."""
-
-    name: str
-    config: str
-    revision: int
-    attempt: int
-    state: str  # created | running | exited | stopped | deleted | lost
-    exit_code: int | None  # a deployer killed by signal n has 128+n
-    reason: str | None
-    created_at: str
-    ended_at: str | None
-    pruned: bool
-    # The claim it was created for: "LOG_ID:POSITION:HASH" of its DeployerClaimed event (I7); None on
-    # rows made before claims were recorded, UNKNOWN_CLAIM once a rebind disowned those.
-    claim: str | None = None
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Observed:
-        return cls(**{**dict(row), "pruned": bool(row["pruned"])})
-
-
-UNKNOWN_CLAIM = "unknown"
-
-
-class DeployerExists(Exception):
-    """create() of a name that ever existed, tombstones included."""
-
-
-class NoSuchDeployer(Exception):
-    """The name was never created."""
+def _observed(row: sqlite3.Row) -> Observed:
+    return Observed(**{**dict(row), "pruned": bool(row["pruned"])})
 
 
 class LocalRuntime:
-    """Deployers as real processes; `home/runtime/runtime.db` is the truth about them."""
+    """Deployers as real processes (the runtime port); `home/runtime/runtime.db` is the truth about them."""
 
     def __init__(
         self, home: pathlib.Path, heartbeat_max_age: float | None = None, cache_kib: int | None = None
@@ -170,7 +140,7 @@ class LocalRuntime:
 
     def _select(self, where: str = "", params: tuple[object, ...] = ()) -> list[Observed]:
         rows = self._execute(_OBSERVED + where + _ORDER, params).fetchall()
-        return [Observed.from_row(row) for row in rows]
+        return [_observed(row) for row in rows]
 
     def _row(self, name: str) -> sqlite3.Row | None:
         sql = "SELECT * FROM deployers WHERE name = ?"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from adapters.controller.executor import Executor
 from adapters.controller.plan import Action
 from adapters.eventstore import open_app
 from adapters.home import Home
-from adapters.runtime.local import DeployerExists
+from adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
 from domain.spec import Hook, Spec
 
 ME = "claimant-me"
@@ -25,16 +25,78 @@ DEPLOYER = "app-1-deploy-1"
 
 
 class FakeRuntime:
-    """Records create() calls; `exists` makes it answer as for a name used before."""
+    """The runtime port with no rows: records create() calls; `exists` makes it answer as for a name used before."""
 
     def __init__(self, exists: bool = False) -> None:
         self.exists = exists
         self.created: list[dict[str, Any]] = []
 
-    def create(self, name: str, **details: Any) -> None:
-        self.created.append({"name": name, **details})
+    @property
+    def folder(self) -> Path:
+        return Path("/nonexistent/runtime")
+
+    def create(
+        self,
+        name: str,
+        *,
+        config: str,
+        revision: int,
+        attempt: int,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        pass_env: Sequence[str] = (),
+        claim: str | None = None,
+    ) -> None:
+        details = {"config": config, "revision": revision, "attempt": attempt, "argv": argv, "env": env}
+        self._record({"name": name, **details, "cwd": cwd, "pass_env": pass_env, "claim": claim})
         if self.exists:
             raise DeployerExists(name)
+
+    def _record(self, call: dict[str, Any]) -> None:
+        self.created.append(call)
+
+    def batched(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def tombstone(self, name: str, *, config: str, revision: int, attempt: int, reason: str) -> bool:
+        return True
+
+    def get(self, name: str) -> Observed | None:
+        return None
+
+    def list(self, *, include_pruned: bool = False) -> list[Observed]:
+        return []
+
+    def active(self) -> list[Observed]:
+        return []
+
+    def observe(self) -> list[Observed]:
+        return []
+
+    def stop(self, name: str, *, reason: str, grace: float = 5.0) -> None:
+        pass
+
+    def delete(self, name: str) -> None:
+        raise NoSuchDeployer(name)
+
+    def prune(self, names: list[str]) -> None:
+        pass
+
+    def log_path(self, name: str) -> Path:
+        return self.folder / "logs" / f"{name}.log"
+
+    def beat(self) -> None:
+        pass
+
+    def data_version(self) -> int:
+        return 0
+
+    def start_fork_server(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture
@@ -413,10 +475,10 @@ class BatchingRuntime(FakeRuntime):
         self.batches.append(self._open)
         self._open = None
 
-    def create(self, name: str, **details: Any) -> None:
-        super().create(name, **details)
+    def _record(self, call: dict[str, Any]) -> None:
+        super()._record(call)
         if self._open is not None:
-            self._open.append(name)
+            self._open.append(call["name"])
 
 
 def test_the_creates_of_a_pass_claims_share_one_runtime_batch(app: Any) -> None:
