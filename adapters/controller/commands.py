@@ -9,7 +9,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from domain import ids, rollout
+from domain import ids, phases, rollout
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 
@@ -35,14 +35,14 @@ def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: 
             aggregates = rollout.claim(config, deployment, claimant, meta)
         except DomainError:
             return [], None
-        return aggregates, deployment.step["name"]  # type: ignore[index]
+        return aggregates, deployment.step.name if deployment.step else None
 
     return decision
 
 
 def is_new(app: RolloutsApp, config_name: str, revision: int) -> bool:
     """Whether the deployment is still New in the log (a cheap look, before deciding to claim it)."""
-    return peek(app, ids.deployment_id(ids.config_id(config_name), revision)).phase == "New"
+    return peek(app, ids.deployment_id(ids.config_id(config_name), revision)).phase == phases.NEW
 
 
 def report(
@@ -118,6 +118,6 @@ def current_step(app: RolloutsApp, config_name: str, revision: int, name: str, c
     deployment: Deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
     if not deployment.is_current(name) or deployment.claimant != claimant:
         return None
-    if deployment.cancel_requested or deployment.step["created"]:  # type: ignore[index]
+    if deployment.cancel_requested or deployment.step is None or deployment.step.created:
         return None
     return deployment

@@ -203,14 +203,14 @@ class Executor:
         deployment = self.app.deployment(self.app.config(a.config), a.version)
         if not (due(deployment) and deployment.attempt == a.attempt):
             return
-        name = deployment.step["name"] if deployment.step else None
+        name = deployment.step.name if deployment.step else None
         self._halt(dataclasses.replace(a, name=name))
         row = self.runtime.get(name) if name else None
         if row is not None and not is_gone(row):
             return  # still dying (another controller's stop in its grace): end the attempt on a later pass
 
         def change(d: Deployment) -> bool:
-            if not (due(d) and d.attempt == a.attempt and (d.step["name"] if d.step else None) == name):
+            if not (due(d) and d.attempt == a.attempt and (d.step.name if d.step else None) == name):
                 return False
             end(d)
             return True

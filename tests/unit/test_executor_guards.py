@@ -18,6 +18,7 @@ from adapters.eventstore import open_app
 from adapters.home import Home
 from adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
 from domain.spec import Hook, Spec
+from domain.step import Step
 
 ME = "claimant-me"
 OTHER = "claimant-other"
@@ -136,7 +137,7 @@ def create(app: Any, runtime: FakeRuntime, name: str = DEPLOYER, attempt: int = 
     executor.run(Action(Kind.CREATE, "app", 1, attempt, name=name))
 
 
-def step_of(app: Any) -> dict[str, Any] | None:
+def step_of(app: Any) -> Step | None:
     return app.deployment(app.config("app"), 1).step
 
 
@@ -188,7 +189,7 @@ def test_create_is_skipped_for_a_step_the_log_has_moved_past(app: Any) -> None:
     claimed(app, spec=Spec(command=["true"], pre_hook=Hook(command=["true"])))
     hook = "app-1-hook-pre-1"
     commands.report(app, "app", 1, lambda d: d.report_exited(hook, 0, None, meta()), meta())
-    assert step_of(app)["name"] == DEPLOYER  # type: ignore[index]
+    assert step_of(app).name == DEPLOYER  # type: ignore[union-attr]
     runtime = FakeRuntime()
     before = head(app)
     create(app, runtime, hook)
@@ -264,7 +265,7 @@ def test_a_name_the_runtime_already_has_is_not_an_error_and_appends_nothing(app:
     assert [c["name"] for c in runtime.created] == [DEPLOYER]
     assert head(app) == before
     deployment = app.deployment(app.config("app"), 1)
-    assert (deployment.phase, deployment.step["created"]) == ("Pending", False)  # type: ignore[index]
+    assert (deployment.phase, deployment.step.created) == ("Pending", False)
 
 
 # -- reports --------------------------------------------------------------------------
