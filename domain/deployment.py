@@ -80,13 +80,13 @@ class Deployment(Aggregate):
     def step_for(self, kind: str, try_: int = 1) -> Step | None:
         """The step of this attempt that runs `kind` (pre, deployer, post); None for a hook the spec lacks."""
         if kind == DEPLOYER:
-            return self.deployer_step()
+            return self.deployer_step(try_)
         if self.spec.get(f"{kind}_hook"):
             return Step(kind, try_, ids.hook_name(self.config, self.revision, kind, self.attempt, try_))
         return None
 
-    def deployer_step(self) -> Step:
-        return Step(DEPLOYER, 1, ids.deployer_name(self.config, self.revision, self.attempt))
+    def deployer_step(self, try_: int = 1) -> Step:
+        return Step(DEPLOYER, try_, ids.deployer_name(self.config, self.revision, self.attempt))
 
     def first_step(self) -> Step:
         return self.step_for(PRE) or self.deployer_step()
