@@ -16,7 +16,7 @@ def test_the_controller_bounds_the_page_cache_of_each_connection_it_keeps(
     caches: dict[str, int] = {}
 
     class Probe:
-        def __init__(self, app: Any, projections: Any, runtime: Any, *args: Any) -> None:
+        def __init__(self, app: Any, projections: Any, runtime: Any, *args: Any, **kwargs: Any) -> None:
             for name in ("desired", "history", "audit"):
                 caches[name] = projections.db(name).execute("PRAGMA cache_size").fetchone()[0]
             caches["runtime"] = runtime._db.execute("PRAGMA cache_size").fetchone()[0]
