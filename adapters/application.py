@@ -12,12 +12,13 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, OperationalError
 
 from adapters.eventstore import APP_NAME, backoff
-from domain import ids, rollout
+from domain import ids, phases, rollout
 from domain.config import DeploymentConfig
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 
 if TYPE_CHECKING:
+    from adapters.recorders import ChainedPostgresRecorder, ChainedSQLiteRecorder
     from domain.spec import Spec
 
 T = TypeVar("T")
@@ -52,6 +53,7 @@ class RolloutsApp(Application[UUID]):
 
     name = APP_NAME
     snapshotting_intervals = {DeploymentConfig: 50}
+    recorder: ChainedSQLiteRecorder | ChainedPostgresRecorder  # as adapters.eventstore configures it
 
     def __init__(self, env: Any = None) -> None:
         super().__init__(env)
@@ -178,7 +180,7 @@ class RolloutsApp(Application[UUID]):
             return self.deployment(config, to_revision)
         for revision in range(config.latest_revision - 1, 0, -1):
             candidate = self.deployment(config, revision)
-            if candidate.phase == "Complete":
+            if candidate.phase == phases.COMPLETE:
                 return candidate
         raise DomainError(f"config {config.name!r} has no earlier Complete revision to roll back to")
 

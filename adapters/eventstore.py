@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.home import Home, private_file
 from adapters.store_url import PostgresURL, parse_store
+
+if TYPE_CHECKING:
+    from adapters.application import RolloutsApp
 
 APP_NAME = "rollouts"  # RolloutsApp.name: PostgreSQL tables are named after it
 
@@ -60,10 +63,10 @@ def store_env(home: Home, store: str | None) -> dict[str, str]:
     }
 
 
-def open_app(home: Home, store: str | None) -> Any:
+def open_app(home: Home, store: str | None) -> RolloutsApp:
     """Construct the application on its store, creating what is missing, once."""
 
-    def construct(env: dict[str, str]) -> Any:
+    def construct(env: dict[str, str]) -> RolloutsApp:
         from adapters.application import RolloutsApp
 
         return RolloutsApp(env=env)

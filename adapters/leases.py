@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from adapters.application import RolloutsApp
 
 DEFAULT_LEASE_S = 30.0
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -21,7 +24,7 @@ def lease_seconds() -> float:
 class Leases:
     """One row per claimant: when it last proved it was alive."""
 
-    def __init__(self, app: Any, seconds: float | None = None) -> None:
+    def __init__(self, app: RolloutsApp, seconds: float | None = None) -> None:
         self.datastore = app.recorder.datastore
         self.seconds = seconds or lease_seconds()
         schema = getattr(self.datastore, "schema", None)

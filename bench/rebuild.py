@@ -150,20 +150,22 @@ class Generator:
             if len(open_) == 1 and config.slot is None:
                 self.touch(*rollout.claim(config, d, CLAIMANT, meta))
             return
-        step = d.step or {}
+        step = d.step
+        if step is None:  # never: a deployment open past New runs a step
+            return
         r = rng.random()
         if d.cancel_requested:
             d.confirm_cancelled(meta)
         elif r < 0.01:
             d.time_out(d.typed_spec().timeout, meta)
         elif r < 0.02:
-            d.report_lost(step["name"], "deleted", meta)
-        elif not step["created"]:
-            d.report_created(step["name"], f"local:{step['name']}", meta)
-        elif not step["started"]:
-            d.report_started(step["name"], meta)
+            d.report_lost(step.name, "deleted", meta)
+        elif not step.created:
+            d.report_created(step.name, f"local:{step.name}", meta)
+        elif not step.started:
+            d.report_started(step.name, meta)
         else:
-            d.report_exited(step["name"], rng.choice([0] * 9 + [1, 2]), None, meta)
+            d.report_exited(step.name, rng.choice([0] * 9 + [1, 2]), None, meta)
         rollout.settle(config, d, meta)
         self.touch(config, d)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -10,6 +11,7 @@ from eventsourcing.domain import Aggregate, event
 from domain import ids, phases
 from domain.errors import DomainError
 from domain.names import HOOK_TRIES
+from domain.step import DEPLOYER, LATER, PRE, Step, data_of
 
 if TYPE_CHECKING:
     from domain.spec import Spec
@@ -23,7 +25,15 @@ class Deployment(Aggregate):
 
     The attribute is called `revision`: `version` belongs to the library's
     optimistic concurrency.
+
+    Its phase follows the one table of domain/phases.py: each event's handler changes the rest of the
+    state, seeing the phase as it was; Event.apply then moves the phase as phases.phase_after says,
+    exactly as the projections and the audit fold the log.
     """
+
+    class Event(Aggregate.Event):
+        def apply(self, aggregate: Any) -> None:
+            aggregate.phase = phases.phase_after(aggregate.phase, type(self).__name__, self.__dict__)
 
     @staticmethod
     def create_id(config_id: UUID, revision: int) -> UUID:
@@ -49,7 +59,7 @@ class Deployment(Aggregate):
         self.attempt = 1
         self.reason: str | None = None
         self.claimant: str | None = None
-        self.step: dict[str, Any] | None = None
+        self.step: Step | None = None
         self.cancel_requested = False
 
     # -- reading -------------------------------------------------------------
@@ -67,55 +77,63 @@ class Deployment(Aggregate):
 
         return Spec.model_validate(self.spec)
 
-    def step_for(self, kind: str, try_: int = 1) -> dict[str, Any] | None:
-        """The step of this attempt that runs `kind` (pre, deployer, post)."""
-        if kind == "deployer":
-            name = ids.deployer_name(self.config, self.revision, self.attempt)
-        elif self.spec.get(f"{kind}_hook"):
-            name = ids.hook_name(self.config, self.revision, kind, self.attempt, try_)
-        else:
-            return None
-        return {"kind": kind, "try": try_, "name": name}
+    def step_for(self, kind: str, try_: int = 1) -> Step | None:
+        """The step of this attempt that runs `kind` (pre, deployer, post); None for a hook the spec lacks."""
+        if kind == DEPLOYER:
+            return self.deployer_step(try_)
+        if self.spec.get(f"{kind}_hook"):
+            return Step(kind, try_, ids.hook_name(self.config, self.revision, kind, self.attempt, try_))
+        return None
 
-    def first_step(self) -> dict[str, Any]:
-        return self.step_for("pre") or self.step_for("deployer")  # type: ignore[return-value]
+    def deployer_step(self, try_: int = 1) -> Step:
+        return Step(DEPLOYER, try_, ids.deployer_name(self.config, self.revision, self.attempt))
+
+    def first_step(self) -> Step:
+        return self.step_for(PRE) or self.deployer_step()
 
     def is_current(self, name: str) -> bool:
         """Whether a report about `name` concerns what runs now (else it is stale)."""
-        return self.is_open and self.step is not None and self.step["name"] == name
+        return self._current(name) is not None
+
+    def _current(self, name: str) -> Step | None:
+        """The step that runs now, if it is `name`'s."""
+        return self.step if self.is_open and self.step is not None and self.step.name == name else None
 
     # -- commands ------------------------------------------------------------
 
     def claim(self, claimant: str, meta: Meta) -> None:
         phases.check(self.phase, "DeployerClaimed")
         step = self.first_step()
-        self._claimed(attempt=self.attempt, name=step["name"], step=step, claimant=claimant, meta=meta)
+        self._claimed(attempt=self.attempt, name=step.name, step=step.as_data(), claimant=claimant, meta=meta)
 
     def report_created(self, name: str, ref: str, meta: Meta) -> bool:
-        if not self.is_current(name) or self.step["created"]:  # type: ignore[index]
+        step = self._current(name)
+        if step is None or step.created:
             return False
-        if self.step["kind"] == "deployer":  # type: ignore[index]
+        if step.kind == DEPLOYER:
             self._deployer_created(attempt=self.attempt, name=name, ref=ref, meta=meta)
         else:
-            self._hook_created(**self._hook_args(), ref=ref, meta=meta)
+            self._hook_created(**self._hook_args(step), ref=ref, meta=meta)
         return True
 
     def report_started(self, name: str, meta: Meta) -> bool:
-        if not self.is_current(name) or self.step["started"]:  # type: ignore[index]
+        step = self._current(name)
+        if step is None or step.started:
             return False
-        if self.step["kind"] == "deployer":  # type: ignore[index]
+        if step.kind == DEPLOYER:
             self._deployer_started(attempt=self.attempt, name=name, meta=meta)
         else:
-            self._hook_started(**self._hook_args(), meta=meta)
+            self._hook_started(**self._hook_args(step), meta=meta)
         return True
 
     def report_exited(self, name: str, exit_code: int, reason: str | None, meta: Meta) -> bool:
-        if not self.is_current(name):
+        step = self._current(name)
+        if step is None:
             return False
-        kind = self.step["kind"]  # type: ignore[index]
-        if kind == "deployer" and exit_code == 0:
-            self._deployer_succeeded(attempt=self.attempt, name=name, next=self._following("deployer"), meta=meta)
-        elif kind == "deployer":
+        kind = step.kind
+        if kind == DEPLOYER and exit_code == 0:
+            self._deployer_succeeded(attempt=self.attempt, name=name, next=data_of(self._following(kind)), meta=meta)
+        elif kind == DEPLOYER:
             why = reason or f"exit code {exit_code}"
             self._deployer_failed(
                 attempt=self.attempt,
@@ -125,15 +143,15 @@ class Deployment(Aggregate):
                 meta=meta,
             )
         elif exit_code == 0:
-            self._hook_succeeded(**self._hook_args(), next=self._following(kind), meta=meta)
+            self._hook_succeeded(**self._hook_args(step), next=data_of(self._following(kind)), meta=meta)
         else:
-            outcome = self._hook_outcome()
-            nxt = {"retry": self.step_for(kind, self.step["try"] + 1), "ignore": self._following(kind)}  # type: ignore[index]
+            outcome = self._hook_outcome(step)
+            nxt = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self._following(kind)}
             self._hook_failed(
-                **self._hook_args(),
+                **self._hook_args(step),
                 exit_code=exit_code,
                 outcome=outcome,
-                next=nxt.get(outcome),
+                next=data_of(nxt.get(outcome)),
                 reason=f"{kind} hook {name} failed: {reason or f'exit code {exit_code}'}",
                 meta=meta,
             )
@@ -147,7 +165,7 @@ class Deployment(Aggregate):
 
     def time_out(self, seconds: int, meta: Meta) -> None:
         phases.check(self.phase, "DeployerFailed")
-        name = self.step["name"] if self.step else None
+        name = self.step.name if self.step else None
         self._deployer_failed(
             attempt=self.attempt,
             name=name,
@@ -177,53 +195,49 @@ class Deployment(Aggregate):
 
     # -- helpers -------------------------------------------------------------
 
-    def _hook_args(self) -> dict[str, Any]:
-        step = self.step or {}
-        return {"attempt": self.attempt, "hook": step["kind"], "hook_try": step["try"], "name": step["name"]}
+    def _hook_args(self, step: Step) -> dict[str, Any]:
+        return {"attempt": self.attempt, "hook": step.kind, "hook_try": step.try_, "name": step.name}
 
-    def _hook_outcome(self) -> str:
-        step = self.step or {}
-        policy = self.spec[f"{step['kind']}_hook"].get("policy", "abort")
-        if policy == "retry" and step["try"] < HOOK_TRIES:
+    def _hook_outcome(self, step: Step) -> str:
+        policy = self.spec[f"{step.kind}_hook"].get("policy", "abort")
+        if policy == "retry" and step.try_ < HOOK_TRIES:
             return "retry"
         return "ignore" if policy == "ignore" else "abort"
 
-    def _following(self, kind: str) -> dict[str, Any] | None:
+    def _following(self, kind: str) -> Step | None:
         """The step after a finished `kind` step; None when the attempt is done."""
-        later = {"pre": ("deployer", "post"), "deployer": ("post",), "post": ()}[kind]
-        return next((s for s in (self.step_for(k) for k in later) if s), None)
-
-    def _enter(self, step: dict[str, Any] | None) -> None:
-        self.step = None if step is None else {**step, "created": False, "started": False}
+        return next((s for s in (self.step_for(k) for k in LATER[kind]) if s), None)
 
     def _advance(self, nxt: dict[str, Any] | None) -> None:
-        """Move past a finished step: to `nxt`, or to Complete."""
-        self.phase = phases.phase_after_step(self.phase, nxt)
-        self._enter(nxt)
+        """Move past a finished step: to `nxt` (as an event carries it), or to the attempt's end."""
+        self.step = None if nxt is None else Step.from_data(nxt)
         if nxt is None:
             self.reason = None
 
-    def _end(self, phase: str, reason: str | None) -> None:
-        self.phase = phase
+    def _end(self, reason: str | None) -> None:
         self.reason = reason
         self.step = None
 
-    # -- events --------------------------------------------------------------
+    def _mark(self, *, started: bool) -> None:
+        """The current step is created (and started): a report of it was recorded."""
+        if self.step is None:
+            raise DomainError(f"revision {self.revision} has no step to report about")
+        self.step = replace(self.step, created=True, started=started or self.step.started)
+
+    # -- events (the phase each leads to: Event.apply, from phases.phase_after) -----------
 
     @event("DeployerClaimed")
     def _claimed(self, attempt: int, name: str, step: dict[str, Any], claimant: str, meta: Meta) -> None:
-        self.phase = phases.PENDING
         self.claimant = claimant
-        self._enter(step)
+        self.step = Step.from_data(step)
 
     @event("DeployerCreated")
     def _deployer_created(self, attempt: int, name: str, ref: str, meta: Meta) -> None:
-        self.step["created"] = True  # type: ignore[index]
+        self._mark(started=False)
 
     @event("DeployerStarted")
     def _deployer_started(self, attempt: int, name: str, meta: Meta) -> None:
-        self.step["created"] = self.step["started"] = True  # type: ignore[index]
-        self.phase = phases.RUNNING
+        self._mark(started=True)
 
     @event("DeployerSucceeded")
     def _deployer_succeeded(self, attempt: int, name: str, next: dict[str, Any] | None, meta: Meta) -> None:
@@ -231,19 +245,19 @@ class Deployment(Aggregate):
 
     @event("DeployerFailed")
     def _deployer_failed(self, attempt: int, name: str | None, exit_code: int | None, reason: str, meta: Meta) -> None:
-        self._end(phases.FAILED, reason)
+        self._end(reason)
 
     @event("DeployerLost")
     def _lost(self, attempt: int, name: str, reason: str, meta: Meta) -> None:
-        self._end(phases.FAILED, reason)
+        self._end(reason)
 
     @event("HookCreated")
     def _hook_created(self, attempt: int, hook: str, hook_try: int, name: str, ref: str, meta: Meta) -> None:
-        self.step["created"] = True  # type: ignore[index]
+        self._mark(started=False)
 
     @event("HookStarted")
     def _hook_started(self, attempt: int, hook: str, hook_try: int, name: str, meta: Meta) -> None:
-        self.step["created"] = self.step["started"] = True  # type: ignore[index]
+        self._mark(started=True)
 
     @event("HookSucceeded")
     def _hook_succeeded(
@@ -265,24 +279,23 @@ class Deployment(Aggregate):
         meta: Meta,
     ) -> None:
         if outcome == "abort":
-            self._end(phases.FAILED, reason)
+            self._end(reason)
         else:
             self._advance(next)
 
     @event("CancelRequested")
     def _cancel_requested(self, attempt: int, meta: Meta) -> None:
-        if self.phase == phases.NEW:
-            self._end(phases.FAILED, CANCELLED)
+        if self.phase == phases.NEW:  # the phase before the event: a New deployment fails at once
+            self._end(CANCELLED)
         else:
             self.cancel_requested = True
 
     @event("Cancelled")
     def _cancelled(self, attempt: int, meta: Meta) -> None:
-        self._end(phases.FAILED, CANCELLED)
+        self._end(CANCELLED)
 
     @event("RetryRequested")
     def _retry_requested(self, attempt: int, meta: Meta) -> None:
-        self.phase = phases.NEW
         self.attempt = attempt
         self.reason = None
         self.claimant = None

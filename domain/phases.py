@@ -1,6 +1,9 @@
-"""Deployment phases and the table of which events each phase allows."""
+"""Deployment phases: which events each phase allows, and the phase each event leads to (the one table)."""
+
+from typing import Any
 
 from domain.errors import IllegalTransition
+from domain.step import POST
 
 NEW, PENDING, RUNNING, COMPLETE, FAILED = "New", "Pending", "Running", "Complete", "Failed"
 ACTIVE = frozenset({PENDING, RUNNING})
@@ -31,18 +34,20 @@ def check(phase: str, event: str) -> None:
         raise IllegalTransition(f"{event} is not allowed in phase {phase}")
 
 
-def phase_after_step(phase: str, nxt: dict | None) -> str:
-    """The phase once a step ends well: Complete when nothing follows, Running for a post hook."""
+def phase_after_step(phase: str, nxt: dict[str, Any] | None) -> str:
+    """The phase once a step ends well (`nxt`: the next step, as events carry it): Complete when nothing
+    follows, Running for a post hook."""
     if nxt is None:
         return COMPLETE
-    return RUNNING if nxt["kind"] == "post" else phase
+    return RUNNING if nxt["kind"] == POST else phase
 
 
 _FAILING = frozenset({"DeployerFailed", "DeployerLost", "Cancelled"})
 
 
-def phase_after(phase: str | None, event: str, data: dict) -> str:
-    """The phase a deployment is in after `event`, from the event alone (for folds and audits)."""
+def phase_after(phase: str | None, event: str, data: dict[str, Any]) -> str:
+    """The phase a deployment is in after `event`, from the event alone: the one table of phase
+    changes, which the Deployment aggregate, the projections and the audit all fold."""
     if event == "Created" or event == "RetryRequested":
         return NEW
     if event == "DeployerClaimed":

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from domain import phases
+
 QUICK = 'echo "$GREETING from $ROLLOUT_DEPLOYER"; sleep 0.3'
 FLAKY = 'test "$ROLLOUT_ATTEMPT" -gt 1 || { echo "attempt $ROLLOUT_ATTEMPT: flaky failure"; exit 3; }; echo api up'
 
@@ -106,7 +108,7 @@ def _story(s: Session) -> None:
     s.say("A slow rollout is superseded: the new version waits until the old deployer is stopped.")
     s.run("config", "set", "web", "--", "sh", "-c", "echo slow; sleep 30")
     s.run("rollout", "latest", "web")
-    s.wait_for("web", "Running")
+    s.wait_for("web", phases.RUNNING)
     s.run("config", "set", "web", "--env", "GREETING=bonjour", "--", "sh", "-c", QUICK)
     s.run("rollout", "latest", "web", "--supersede", "--reason", "hotfix")
     s.run("rollout", "status", "web", "--watch", "--timeout", "15")
@@ -115,9 +117,9 @@ def _story(s: Session) -> None:
     s.say("A user deletes a running deployer: the deployment fails as Lost, and nothing recreates it.")
     s.run("config", "set", "web", "--", "sh", "-c", "echo long job; sleep 30")
     s.run("rollout", "latest", "web")
-    s.wait_for("web", "Running")
+    s.wait_for("web", phases.RUNNING)
     s.run("deployers", "delete", "web-4-deploy-1")
     s.run("rollout", "status", "web", "--watch", "--timeout", "15", expect=1)
-    s.wait_for("web", "Failed")
+    s.wait_for("web", phases.FAILED)
     time.sleep(0.5)
     s.run("deployers", "list")

@@ -12,6 +12,7 @@ from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import output_option, show
 from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION
+from domain import phases
 from domain.errors import NotFound
 
 COLUMNS = ["name", "config", "version", "attempt", "state", "exit_code", "reason", "created_at", "ended_at"]
@@ -109,7 +110,7 @@ def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
         while True:
             for deployer in names:
                 offsets[deployer] = _print_from(rt.log_path(deployer), offsets[deployer])
-            if not follow or history_rows(state, name, version)[0]["phase"] in ("Complete", "Failed"):
+            if not follow or history_rows(state, name, version)[0]["phase"] in phases.TERMINAL:
                 break
             time.sleep(0.2)
             names = [r.name for r in rt.list(include_pruned=True) if r.config == name and r.revision == version]

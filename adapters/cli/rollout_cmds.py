@@ -13,6 +13,7 @@ from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, table
 from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION, Seconds
+from domain import phases
 from domain.errors import NotFound
 
 HISTORY_COLUMNS = (
@@ -240,8 +241,8 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
         if line != said:
             click.echo(line)
             said = line
-        if latest_row["phase"] in ("Complete", "Failed") or not watch:
-            raise click.exceptions.Exit(1 if latest_row["phase"] == "Failed" else 0)
+        if latest_row["phase"] in phases.TERMINAL or not watch:
+            raise click.exceptions.Exit(1 if latest_row["phase"] == phases.FAILED else 0)
         if deadline is not None and time.monotonic() >= deadline:
             click.echo(f"error: timed out waiting for {name} version {latest_row['version']}", err=True)
             raise click.exceptions.Exit(1)

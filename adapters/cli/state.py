@@ -10,11 +10,14 @@ import tempfile
 from collections.abc import Callable
 from functools import cached_property, update_wrapper
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from adapters.home import Home
+
+if TYPE_CHECKING:
+    from adapters.application import RolloutsApp
 
 
 class State:
@@ -48,7 +51,7 @@ class State:
         self.home = Home(self.scratch / "home")
 
     @cached_property
-    def app(self) -> Any:
+    def app(self) -> RolloutsApp:
         """The application, for commands that write or reconcile: refused on a log this home is not bound to."""
         from adapters.binding import HomeBoundElsewhere
         from adapters.eventstore import open_app

@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from domain import ids, rollout
+from domain import ids, phases, rollout
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
+
+if TYPE_CHECKING:
+    from adapters.application import RolloutsApp
 
 Report = Callable[[Deployment], bool]
 Decision = Callable[[], tuple[list[Any], Any]]
 
 
-def claim(app: Any, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> str | None:
+def claim(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> str | None:
     """Claim the slot for `revision` and return the first deployer's name; None when not due."""
     if not is_new(app, config_name, revision):
         return None  # claimed meanwhile (by a twin controller, most often): no need to decide
     return app.decide(claim_decision(app, config_name, revision, claimant, meta))
 
 
-def claim_decision(app: Any, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> Decision:
+def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> Decision:
     def decision() -> tuple[list[Any], str | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
@@ -32,17 +35,19 @@ def claim_decision(app: Any, config_name: str, revision: int, claimant: str, met
             aggregates = rollout.claim(config, deployment, claimant, meta)
         except DomainError:
             return [], None
-        return aggregates, deployment.step["name"]  # type: ignore[index]
+        return aggregates, deployment.step.name if deployment.step else None
 
     return decision
 
 
-def is_new(app: Any, config_name: str, revision: int) -> bool:
+def is_new(app: RolloutsApp, config_name: str, revision: int) -> bool:
     """Whether the deployment is still New in the log (a cheap look, before deciding to claim it)."""
-    return peek(app, ids.deployment_id(ids.config_id(config_name), revision)).phase == "New"
+    return peek(app, ids.deployment_id(ids.config_id(config_name), revision)).phase == phases.NEW
 
 
-def report(app: Any, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> Deployment | None:
+def report(
+    app: RolloutsApp, config_name: str, revision: int, change: Report, meta: dict[str, Any]
+) -> Deployment | None:
     """Apply `change` to the deployment; a terminal outcome releases the slot in the same save.
 
     Returns the changed deployment, or None when `change` found nothing to record.
@@ -50,7 +55,9 @@ def report(app: Any, config_name: str, revision: int, change: Report, meta: dict
     return app.decide(report_decision(app, config_name, revision, change, meta))
 
 
-def report_decision(app: Any, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> Decision:
+def report_decision(
+    app: RolloutsApp, config_name: str, revision: int, change: Report, meta: dict[str, Any]
+) -> Decision:
     def decision() -> tuple[list[Any], Deployment | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
@@ -72,7 +79,7 @@ def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
     return [*reported[:-1], *released, *reported[-1:], config, deployment]
 
 
-def together(app: Any, decisions: Sequence[Decision]) -> list[Any] | None:
+def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | None:
     """Run each decision on fresh aggregates, then append all they decided in one save (one commit).
 
     The decisions must concern different aggregates (one per deployment and config, as a pass
@@ -98,7 +105,7 @@ def together(app: Any, decisions: Sequence[Decision]) -> list[Any] | None:
     return results
 
 
-def peek(app: Any, aggregate_id: UUID) -> Any:
+def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:
     """An aggregate as the log has it now (new events read), not copied: read it at once, never change it."""
     try:
         return app.repository.get(aggregate_id, deepcopy_from_cache=False)
@@ -106,11 +113,11 @@ def peek(app: Any, aggregate_id: UUID) -> Any:
         raise NotFound(f"no aggregate {aggregate_id}") from None
 
 
-def current_step(app: Any, config_name: str, revision: int, name: str, claimant: str) -> Deployment | None:
+def current_step(app: RolloutsApp, config_name: str, revision: int, name: str, claimant: str) -> Deployment | None:
     """The deployment, re-read from the log, if `name` is its current, uncreated step and ours."""
     deployment: Deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
     if not deployment.is_current(name) or deployment.claimant != claimant:
         return None
-    if deployment.cancel_requested or deployment.step["created"]:  # type: ignore[index]
+    if deployment.cancel_requested or deployment.step is None or deployment.step.created:
         return None
     return deployment

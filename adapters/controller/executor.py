@@ -6,21 +6,24 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from adapters.application import WriteConflict
+from adapters.application import RolloutsApp, WriteConflict, new_meta
 from adapters.controller import commands
 from adapters.controller.launch import Launch, launch_spec
-from adapters.controller.plan import REPORTS, Action, is_gone
-from adapters.runtime.local import UNKNOWN_CLAIM, DeployerExists, LocalRuntime
+from adapters.controller.plan import REPORTS, Action, Kind, is_gone
+from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime
+from domain import phases
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 
+Meta = dict[str, Any]
+
 
 class Executor:
-    """Runs actions for one controller (`claimant`) against the app and the local runtime."""
+    """Runs actions for one controller (`claimant`) against the app and a runtime."""
 
-    def __init__(self, app: Any, runtime: LocalRuntime, claimant: str, actor: str, cwd: str) -> None:
+    def __init__(self, app: RolloutsApp, runtime: Runtime, claimant: str, actor: str, cwd: str) -> None:
         self.app = app
         self.runtime = runtime
         self.claimant = claimant
@@ -29,8 +32,6 @@ class Executor:
         self.ended: set[str] = set()
 
     def meta(self, notification_id: int | None = None) -> dict[str, Any]:
-        from adapters.application import new_meta
-
         return new_meta(self.actor, notification_id=notification_id, claimant=self.claimant)
 
     def run(self, action: Action, notification_id: int | None = None) -> None:
@@ -42,8 +43,8 @@ class Executor:
         first = batch[0]
         if first.kind not in REPORTS:
             if len(batch) > 1:
-                raise ValueError(f"only reports are batched, not {[a.kind for a in batch]}")
-            getattr(self, f"_{first.kind}")(first, meta)
+                raise ValueError(f"only reports are batched, not {[str(a.kind) for a in batch]}")
+            HANDLERS[first.kind](self, first, meta)
             return
         self._report(first, self._change(batch, meta), meta)
 
@@ -57,9 +58,9 @@ class Executor:
         if not batches:
             return []
         metas = [self.meta(notification_ids.get((b[0].config, b[0].version))) for b in batches]
-        if any(b[0].kind != "claim" and b[0].kind not in REPORTS for b in batches):
+        if any(b[0].kind != Kind.CLAIM and b[0].kind not in REPORTS for b in batches):
             raise ValueError("only claims and reports are decided together")
-        claims = batches[0][0].kind == "claim"
+        claims = batches[0][0].kind == Kind.CLAIM
         if claims:  # those a twin has claimed meanwhile are left out at once
             due = [(b, m) for b, m in zip(batches, metas, strict=True) if self._new(b[0])]
         else:
@@ -73,7 +74,7 @@ class Executor:
                 if results is None:
                     self.run_batch(batch, notification_ids.get((batch[0].config, batch[0].version)))
                 elif claims and results[i] is not None:
-                    creates.append(dataclasses.replace(batch[0], kind="create", name=results[i]))
+                    creates.append(dataclasses.replace(batch[0], kind=Kind.CREATE, name=results[i]))
                 elif not claims:
                     self._ended(batch[0], results[i])
             except (WriteConflict, DomainError, NotFound) as error:
@@ -82,7 +83,7 @@ class Executor:
 
     def _create_all(self, creates: Sequence[Action]) -> list[tuple[tuple[Action, ...], Exception]]:
         """The creates of committed claims, each checked against the log first, their runtime rows
-        inserted together (one sync to disk) where the runtime can (LocalRuntime.batched)."""
+        inserted together (one sync to disk, in LocalRuntime) by the runtime's batched()."""
         ready: list[tuple[Action, int, Launch, str]] = []
         failures: list[tuple[tuple[Action, ...], Exception]] = []
         for a in creates:
@@ -93,8 +94,7 @@ class Executor:
                 continue
             if launch is not None:
                 ready.append(launch)
-        batched = getattr(self.runtime, "batched", None) if len(ready) > 1 else None  # not in the model's runtime
-        with batched() if batched is not None else contextlib.nullcontext():
+        with self.runtime.batched() if len(ready) > 1 else contextlib.nullcontext():
             for launch in ready:
                 self._runtime_create(*launch)
         return failures
@@ -107,13 +107,13 @@ class Executor:
 
     def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decision:
         a = batch[0]
-        if a.kind == "claim":
+        if a.kind == Kind.CLAIM:
             return commands.claim_decision(self.app, a.config, a.version, self.claimant, meta)
         return commands.report_decision(self.app, a.config, a.version, self._change(batch, meta), meta)
 
     def _change(self, batch: Sequence[Action], meta: dict[str, Any]) -> commands.Report:
-        changes = [self._reported(a, meta) for a in batch]
-        name: str = batch[0].name  # type: ignore[assignment]
+        changes = [REPORTERS[a.kind](_name(a), a, meta) for a in batch]
+        name = _name(batch[0])
         row = self.runtime.get(name) if name else None
 
         def change(d: Deployment) -> bool:
@@ -131,7 +131,7 @@ class Executor:
         """Claim, then create at once: the claim is committed, and the create re-checks the log."""
         step = commands.claim(self.app, a.config, a.version, self.claimant, meta)
         if step is not None:
-            self._create(dataclasses.replace(a, kind="create", name=step), meta)
+            self._create(dataclasses.replace(a, kind=Kind.CREATE, name=step), meta)
 
     def _create(self, a: Action, meta: dict[str, Any]) -> None:
         """Create only for a committed claim, re-read from the log; the runtime refuses a used name.
@@ -145,7 +145,7 @@ class Executor:
 
     def _launch(self, a: Action) -> tuple[Action, int, Launch, str] | None:
         """What to create for `a`, if the log says it is the current, uncreated step of our claim."""
-        deployment = commands.current_step(self.app, a.config, a.version, a.name, self.claimant)  # type: ignore[arg-type]
+        deployment = commands.current_step(self.app, a.config, a.version, _name(a), self.claimant)
         if deployment is None:
             return None
         return a, deployment.attempt, launch_spec(deployment, os.environ, self.cwd), self.claim_token(deployment)
@@ -155,7 +155,7 @@ class Executor:
         # if the row names our claim (else it is a deployer of another history, and the report says so).
         with contextlib.suppress(DeployerExists):
             self.runtime.create(
-                a.name,  # type: ignore[arg-type]
+                _name(a),
                 config=a.config,
                 revision=a.version,
                 attempt=attempt,
@@ -174,7 +174,7 @@ class Executor:
         position, digest = recorder.claim_of(deployment.id) or (0, None)
         return f"{recorder.log_id()}:{position}:{digest or ''}"
 
-    def _foreign(self, deployment: Deployment, name: str, row: Any) -> str | None:
+    def _foreign(self, deployment: Deployment, name: str, row: Observed | None) -> str | None:
         """Why the runtime row holding `name` is not this deployment's deployer, or None if it is."""
         if row is None or row.claim is None or not deployment.is_current(name):
             return None  # no row, or one made before claims were recorded (adopted until a rebind)
@@ -186,28 +186,13 @@ class Executor:
             " retry opens a new attempt"
         )
 
-    @staticmethod
-    def _reported(a: Action, meta: dict[str, Any]) -> commands.Report:
-        """The change that records report `a`; False when the deployment has moved past it (stale)."""
-        name: str = a.name  # type: ignore[assignment]
-        if a.kind == "record_created":
-            return lambda d: d.report_created(name, f"local:{name}", meta)
-        if a.kind == "record_started":
-            return lambda d: d.report_started(name, meta)
-        if a.kind == "record_exit":
-            return lambda d: d.report_exited(name, a.exit_code, a.reason, meta)  # type: ignore[arg-type]
-        if a.kind == "record_lost":
-            return lambda d: d.report_lost(name, a.reason or "gone", meta)
-        raise ValueError(f"not a report: {a.kind}")
-
     def _stop(self, a: Action, meta: dict[str, Any]) -> None:
+        """A cancel: stop what still runs (or tombstone the name of a step not yet created), then confirm it."""
         self._end_attempt(a, lambda d: d.is_open and d.cancel_requested, lambda d: d.confirm_cancelled(meta), meta)
-
-    _cancel = _stop
 
     def _timeout(self, a: Action, meta: dict[str, Any]) -> None:
         self._end_attempt(
-            a, lambda d: d.is_open and d.phase != "New", lambda d: d.time_out(d.typed_spec().timeout, meta), meta
+            a, lambda d: d.is_open and d.phase != phases.NEW, lambda d: d.time_out(d.typed_spec().timeout, meta), meta
         )
 
     def _end_attempt(
@@ -218,14 +203,14 @@ class Executor:
         deployment = self.app.deployment(self.app.config(a.config), a.version)
         if not (due(deployment) and deployment.attempt == a.attempt):
             return
-        name = deployment.step["name"] if deployment.step else None
+        name = deployment.step.name if deployment.step else None
         self._halt(dataclasses.replace(a, name=name))
         row = self.runtime.get(name) if name else None
         if row is not None and not is_gone(row):
             return  # still dying (another controller's stop in its grace): end the attempt on a later pass
 
         def change(d: Deployment) -> bool:
-            if not (due(d) and d.attempt == a.attempt and (d.step["name"] if d.step else None) == name):
+            if not (due(d) and d.attempt == a.attempt and (d.step.name if d.step else None) == name):
                 return False
             end(d)
             return True
@@ -249,3 +234,47 @@ class Executor:
     def _ended(self, a: Action, changed: Deployment | None) -> None:
         if changed is not None and changed.is_terminal:
             self.ended.add(a.config)  # the pass that ends a deployment prunes (history limit)
+
+
+# -- what each kind of action does (plan.Kind): one handler each, held by a unit test --------------
+
+Handler = Callable[[Executor, Action, Meta], None]
+HANDLERS: dict[Kind, Handler] = {
+    Kind.CLAIM: Executor._claim,
+    Kind.CREATE: Executor._create,
+    Kind.STOP: Executor._stop,
+    Kind.CANCEL: Executor._stop,  # the plan's cancel has nothing left to stop: _stop then only confirms it
+    Kind.TIMEOUT: Executor._timeout,
+}
+
+
+def _record_created(name: str, a: Action, meta: Meta) -> commands.Report:
+    return lambda d: d.report_created(name, f"local:{name}", meta)
+
+
+def _record_started(name: str, a: Action, meta: Meta) -> commands.Report:
+    return lambda d: d.report_started(name, meta)
+
+
+def _record_exit(name: str, a: Action, meta: Meta) -> commands.Report:
+    return lambda d: d.report_exited(name, cast(int, a.exit_code), a.reason, meta)  # plan: an exited row's code
+
+
+def _record_lost(name: str, a: Action, meta: Meta) -> commands.Report:
+    return lambda d: d.report_lost(name, a.reason or "gone", meta)
+
+
+# A report is not run alone: each is a change that Executor._change applies, with the others of its batch,
+# to the deployment; the change is False when the deployment has moved past it (a stale report).
+Reporter = Callable[[str, Action, Meta], commands.Report]
+REPORTERS: dict[Kind, Reporter] = {
+    Kind.RECORD_CREATED: _record_created,
+    Kind.RECORD_STARTED: _record_started,
+    Kind.RECORD_EXIT: _record_exit,
+    Kind.RECORD_LOST: _record_lost,
+}
+
+
+def _name(a: Action) -> str:
+    """The deployer an action is about; "" when it names none (then it matches no step of the log)."""
+    return a.name or ""

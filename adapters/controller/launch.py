@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from domain.deployment import Deployment
+from domain.step import DEPLOYER
 
 # Taken from the controller's environment for every deployer and hook; nothing else is, unless named.
 INHERITED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TERM"})
@@ -31,8 +32,9 @@ def launch_spec(deployment: Deployment, controller_names: Iterable[str], cwd: st
     """The argv and environment of the deployment's current step, for a controller whose
     environment has `controller_names` and whose working directory is `cwd`."""
     spec = deployment.typed_spec()
-    step = deployment.step or {}
-    kind, name = step["kind"], step["name"]
+    if deployment.step is None:
+        raise ValueError(f"revision {deployment.revision} runs nothing now")
+    kind, name = deployment.step.kind, deployment.step.name
     env = {
         "PWD": cwd,
         **spec.env,
@@ -42,7 +44,9 @@ def launch_spec(deployment: Deployment, controller_names: Iterable[str], cwd: st
         "ROLLOUT_DEPLOYER": name,
     }
     passed = sorted({*inherited(controller_names), *spec.pass_env} - set(env))
-    if kind == "deployer":
+    if kind == DEPLOYER:
         return Launch(list(spec.command), env, passed)
     hook = spec.hook(kind)
-    return Launch(list(hook.command), {**env, "ROLLOUT_HOOK": kind}, passed)  # type: ignore[union-attr]
+    if hook is None:
+        raise ValueError(f"revision {deployment.revision} has no {kind} hook")
+    return Launch(list(hook.command), {**env, "ROLLOUT_HOOK": kind}, passed)

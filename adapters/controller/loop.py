@@ -13,16 +13,16 @@ from typing import Any
 
 from eventsourcing.persistence import PersistenceError
 
-from adapters.application import WriteConflict
+from adapters.application import RolloutsApp, WriteConflict
 from adapters.controller import commands
 from adapters.controller.executor import Executor
-from adapters.controller.plan import REPORTS, Action, batches, plan
+from adapters.controller.plan import REPORTS, Action, Kind, batches, plan
 from adapters.controller.twins import Twins
 from adapters.controller.watch import Watch
 from adapters.failures import disk_problem
 from adapters.home import Home
 from adapters.leases import Leases
-from adapters.runtime.local import LocalRuntime, Observed
+from adapters.runtime.port import Observed, Runtime
 from domain import ids
 from domain.errors import DomainError, NotFound
 from projections.store import BY_NAME
@@ -59,9 +59,9 @@ def claimant_id(home: Home) -> str:
 class Controller:
     def __init__(
         self,
-        app: Any,
+        app: RolloutsApp,
         projections: Any,
-        runtime: LocalRuntime,
+        runtime: Runtime,
         claimant: str,
         actor: str,
         cwd: str,
@@ -97,9 +97,9 @@ class Controller:
         expired = frozenset(self.leases.expired() - {self.claimant})
         actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
         planned = batches(actions)
-        claims = [b for b in planned if b[0].kind == "claim"]
+        claims = [b for b in planned if b[0].kind == Kind.CLAIM]
         reports = [b for b in planned if b[0].kind in REPORTS]
-        rest = [b for b in planned if b[0].kind != "claim" and b[0].kind not in REPORTS]
+        rest = [b for b in planned if b[0].kind != Kind.CLAIM and b[0].kind not in REPORTS]
         # Claims first (their deployers start at once), then reports: each group is one append.
         for group in (claims, reports):
             if group is claims and self.stopping.is_set():
@@ -109,7 +109,7 @@ class Controller:
             for batch, error in self.executor.run_group(group, by_stream):
                 self.log(f"skipped {_kinds(batch)}: {error}")
         for batch in rest:
-            if self.stopping.is_set() and batch[0].kind == "create":
+            if self.stopping.is_set() and batch[0].kind == Kind.CREATE:
                 break
             self._narrate(batch)
             try:

@@ -10,22 +10,42 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
+from adapters.runtime.port import Observed
+from domain import phases
+
 ENDED = frozenset({"exited", "stopped", "deleted", "lost"})
-REPORTS = frozenset({"record_created", "record_started", "record_exit", "record_lost"})
 
 
-def is_gone(row: Any) -> bool:
+class Kind(StrEnum):
+    """What an action does. The executor has exactly one handler for each (tests/unit/test_executor_guards.py)."""
+
+    CLAIM = "claim"  # claim the slot for a New deployment, then create its first step
+    CREATE = "create"  # start the current step of a committed claim
+    RECORD_CREATED = "record_created"  # the reports: what the runtime's row shows, recorded in the log
+    RECORD_STARTED = "record_started"
+    RECORD_EXIT = "record_exit"
+    RECORD_LOST = "record_lost"
+    STOP = "stop"  # a cancel: stop what runs (or tombstone its name), then confirm the cancel
+    CANCEL = "cancel"  # a cancel with nothing left running: confirm it
+    TIMEOUT = "timeout"  # an attempt past its timeout: stop what runs, then fail it
+
+
+REPORTS = frozenset({Kind.RECORD_CREATED, Kind.RECORD_STARTED, Kind.RECORD_EXIT, Kind.RECORD_LOST})
+
+
+def is_gone(row: Observed) -> bool:
     """Ended AND its processes are gone: a stopped or deleted row counts only once ended_at is set."""
     if row.state in ("stopped", "deleted"):
-        return getattr(row, "ended_at", None) is not None
+        return row.ended_at is not None
     return row.state in ENDED
 
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # claim | create | record_created | record_started | record_exit | record_lost | stop | cancel | timeout
+    kind: Kind
     config: str
     version: int
     attempt: int
@@ -36,7 +56,7 @@ class Action:
 
 def plan(
     desired: Sequence[Mapping[str, Any]],
-    observed: Mapping[str, Any],
+    observed: Mapping[str, Observed | None],
     claimant: str,
     now: datetime,
     expired: frozenset[str] = frozenset(),
@@ -48,52 +68,53 @@ def plan(
     are left to it, unless its lease has expired (`expired`): then they are Lost.
     """
     actions: list[Action] = []
-    busy = {d["config"] for d in desired if d["phase"] != "New"}
+    busy = {d["config"] for d in desired if d["phase"] != phases.NEW}
     for d in desired:
-        if d["phase"] == "New":
+        if d["phase"] == phases.NEW:
             if not d["cancel"] and d["config"] not in busy:
-                actions.append(_act("claim", d))
+                actions.append(_act(Kind.CLAIM, d))
                 busy.add(d["config"])
         elif d["claimant"] == claimant:
             actions.extend(_active(d, observed.get(d["step"]) if d["step"] else None, now))
         elif d["claimant"] in expired:
-            actions.append(_act("record_lost", d, name=d["step"], reason=f"claimant {d['claimant']} lease expired"))
+            reason = f"claimant {d['claimant']} lease expired"
+            actions.append(_act(Kind.RECORD_LOST, d, name=d["step"], reason=reason))
     return actions
 
 
-def _act(kind: str, d: Mapping[str, Any], **extra: Any) -> Action:
+def _act(kind: Kind, d: Mapping[str, Any], **extra: Any) -> Action:
     return Action(kind, d["config"], d["version"], d["attempt"], **extra)
 
 
-def _active(d: Mapping[str, Any], row: Any, now: datetime) -> list[Action]:
+def _active(d: Mapping[str, Any], row: Observed | None, now: datetime) -> list[Action]:
     name = d["step"]
     if d["cancel"]:
         return _cancelling(d, row)
     if _expired(d, now):
-        return [_act("timeout", d, name=name, reason=f"timeout: attempt exceeded {d['timeout']}s")]
+        return [_act(Kind.TIMEOUT, d, name=name, reason=f"timeout: attempt exceeded {d['timeout']}s")]
     if name is None:
         return []
     if row is None:
         if d["created"]:
             return []  # created before: never again
-        return [_act("create", d, name=name)]
+        return [_act(Kind.CREATE, d, name=name)]
     actions = []
     if not d["created"]:
-        actions.append(_act("record_created", d, name=name))
+        actions.append(_act(Kind.RECORD_CREATED, d, name=name))
     if not d["started"] and (row.state == "running" or row.state == "exited"):
-        actions.append(_act("record_started", d, name=name))
+        actions.append(_act(Kind.RECORD_STARTED, d, name=name))
     if row.state == "exited":
-        actions.append(_act("record_exit", d, name=name, exit_code=row.exit_code, reason=row.reason))
+        actions.append(_act(Kind.RECORD_EXIT, d, name=name, exit_code=row.exit_code, reason=row.reason))
     elif is_gone(row):
-        actions.append(_act("record_lost", d, name=name, reason=row.reason or f"deployer {row.state}"))
+        actions.append(_act(Kind.RECORD_LOST, d, name=name, reason=row.reason or f"deployer {row.state}"))
     return actions
 
 
-def _cancelling(d: Mapping[str, Any], row: Any) -> list[Action]:
+def _cancelling(d: Mapping[str, Any], row: Observed | None) -> list[Action]:
     """Stop what runs (or tombstone a name not yet created), then confirm the cancel."""
     if d["step"] and (row is None or not is_gone(row)):
-        return [_act("stop", d, name=d["step"], reason="cancelled")]
-    return [_act("cancel", d, name=d["step"])]
+        return [_act(Kind.STOP, d, name=d["step"], reason="cancelled")]
+    return [_act(Kind.CANCEL, d, name=d["step"])]
 
 
 def _expired(d: Mapping[str, Any], now: datetime) -> bool:

@@ -18,9 +18,12 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from adapters.runtime.local import LocalRuntime
+from adapters.runtime.port import Runtime
+
+if TYPE_CHECKING:
+    from adapters.application import RolloutsApp
 
 FASTEST_S = 0.002  # polling: the shortest period between two looks
 GATHER_S = 0.005  # after a change, how long to let what comes with it land (a burst: one pass, one append)
@@ -32,7 +35,7 @@ _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; t
 class Watch:
     """Changes to the log and to the runtime's table since mark(), as cheaply as can be told."""
 
-    def __init__(self, app: Any, runtime: LocalRuntime, interval: float) -> None:
+    def __init__(self, app: RolloutsApp, runtime: Runtime, interval: float) -> None:
         self._runtime = runtime
         log = _log_path(app)
         self._files = _Inotify.of([runtime.folder / "runtime.db", *([log] if log else [])])
@@ -190,7 +193,7 @@ class _Listener:
             self._conn.close()
 
 
-def _log_path(app: Any) -> Path | None:
+def _log_path(app: RolloutsApp) -> Path | None:
     """The file of an SQLite log; None for other stores."""
     from eventsourcing.sqlite import SQLiteDatastore
 

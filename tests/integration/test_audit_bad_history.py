@@ -23,17 +23,18 @@ def history_with(home: Path, corrupt: str) -> None:
     first = rollout.trigger(config, [], cause="manual", message=None, supersede=False, meta=META)[-1]
     rollout.claim(config, first, "ctl", META)
     step = first.step
+    assert step is not None
     aggregates: list[DeploymentConfig | Deployment] = [config, first]
     if corrupt == "claimed twice":
-        first._claimed(attempt=1, name=step["name"], step=step, claimant="ctl", meta=META)  # type: ignore[index]
+        first._claimed(attempt=1, name=step.name, step=step.as_data(), claimant="ctl", meta=META)
     elif corrupt == "two active":
         second = Deployment(
             config_id=config.id, config="web", revision=2, spec=config.spec, cause="manual", message=None, meta=META
         )
-        second._claimed(attempt=1, name="web-2-deploy-1", step=second.first_step(), claimant="ctl", meta=META)
+        second._claimed(attempt=1, name="web-2-deploy-1", step=second.first_step().as_data(), claimant="ctl", meta=META)
         aggregates.append(second)
     elif corrupt == "backwards":
-        first.report_exited(step["name"], 0, None, META)  # type: ignore[index]
+        first.report_exited(step.name, 0, None, META)
         first._retry_requested(attempt=2, meta=META)  # Complete -> New: only a Failed one may be retried
     app.save(*aggregates)
     app.close()

@@ -35,6 +35,7 @@ from domain.config import DeploymentConfig
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 from domain.spec import HOOK_POLICIES, Hook, Spec
+from domain.step import DEPLOYER, Step
 from projections import files
 from projections.audit_view import AuditView
 from projections.desired import Desired
@@ -45,6 +46,7 @@ from projections.store import ALL, ProjectionStore
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMANT = "fake-controller"
+NO_STEP = Step(DEPLOYER, 1, "")  # the name of no step: a report about it is stale (open deployments past New have one)
 Dump = dict[str, list[tuple[Any, ...]]]
 
 
@@ -266,7 +268,7 @@ class RandomHistory:
         if d.phase == phases.NEW:
             commands.claim(self.app, name, d.revision, CLAIMANT, meta)
             return
-        step = d.step or {}
+        step = d.step or NO_STEP
         r = self.rng.random()
         change: Callable[[Deployment], bool]
         if d.cancel_requested and r < 0.8:
@@ -274,14 +276,14 @@ class RandomHistory:
         elif r < 0.04:
             change = lambda x: (x.time_out(x.typed_spec().timeout, meta), True)[1]  # noqa: E731
         elif r < 0.08:
-            change = lambda x: x.report_lost(step["name"], "deleted by a user", meta)  # noqa: E731
-        elif not step.get("created"):
-            change = lambda x: x.report_created(step["name"], f"fake:{step['name']}", meta)  # noqa: E731
-        elif not step.get("started") and r < 0.9:
-            change = lambda x: x.report_started(step["name"], meta)  # noqa: E731
+            change = lambda x: x.report_lost(step.name, "deleted by a user", meta)  # noqa: E731
+        elif not step.created:
+            change = lambda x: x.report_created(step.name, f"fake:{step.name}", meta)  # noqa: E731
+        elif not step.started and r < 0.9:
+            change = lambda x: x.report_started(step.name, meta)  # noqa: E731
         else:
             code = self.rng.choice([0, 0, 0, 0, 1, 2, 137])
-            change = lambda x: x.report_exited(step["name"], code, None, meta)  # noqa: E731
+            change = lambda x: x.report_exited(step.name, code, None, meta)  # noqa: E731
         commands.report(self.app, name, d.revision, change, meta)
 
     def stale_report(self, name: str) -> None:
@@ -350,21 +352,21 @@ def bulk_history(
         else:
             d = open_[0]
             m = meta()
-            step = d.step or {}
+            step = d.step or NO_STEP
             if d.phase == phases.NEW:
                 if len(open_) == 1:
                     touch(*rollout.claim(config, d, CLAIMANT, m))
                 return
             if d.cancel_requested:
                 d.confirm_cancelled(m)
-            elif not step["created"]:
-                d.report_created(step["name"], "fake", m)
-            elif not step["started"]:
-                d.report_started(step["name"], m)
+            elif not step.created:
+                d.report_created(step.name, "fake", m)
+            elif not step.started:
+                d.report_started(step.name, m)
             elif r < 0.12:
-                d.report_lost(step["name"], "gone", m)
+                d.report_lost(step.name, "gone", m)
             else:
-                d.report_exited(step["name"], rng.choice([0, 0, 0, 0, 0, 1]), None, m)
+                d.report_exited(step.name, rng.choice([0, 0, 0, 0, 0, 1]), None, m)
             rollout.settle(config, d, m)
             touch(config, d)
         for d in list(open_):

@@ -1,4 +1,4 @@
-"""A simulated runtime for the model test: LocalRuntime's interface, no processes.
+"""A simulated runtime for the model test: the runtime port (as LocalRuntime), no processes.
 
 Deployers never move by themselves: the test's rules start, exit, kill, delete
 or lose them. The simulation keeps its own ground truth, independent of the
@@ -9,12 +9,13 @@ deployers are alive (created and not ended) per config.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from adapters.runtime.local import DeployerExists, NoSuchDeployer, Observed
+from adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
 
 ACTIVE = ("created", "running")
 STAMP = "2000-01-01T00:00:00.000000+00:00"  # rows are ordered by their sequence number, not by time
@@ -38,6 +39,7 @@ class Row:
     pruned: bool = False
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    claim: str | None = None
 
     def observed(self) -> Observed:
         ended = None if self.state in ACTIVE else STAMP
@@ -52,11 +54,12 @@ class Row:
             created_at=STAMP,
             ended_at=ended,
             pruned=self.pruned,
+            claim=self.claim,
         )
 
 
 class SimRuntime:
-    """The same calls the controller makes on LocalRuntime, on an in-memory table."""
+    """The runtime port on an in-memory table."""
 
     def __init__(self, logs: pathlib.Path) -> None:
         self.logs = logs
@@ -74,7 +77,11 @@ class SimRuntime:
         self.vet: Callable[[str], None] | None = None  # the test's check of every create() call
         self._seq = 0
 
-    # -- the runtime interface the controller uses -----------------------------
+    # -- the runtime port -------------------------------------------------------
+
+    @property
+    def folder(self) -> pathlib.Path:
+        return self.logs.parent
 
     def create(
         self,
@@ -87,6 +94,7 @@ class SimRuntime:
         env: dict[str, str],
         cwd: str,
         pass_env: Sequence[str] = (),
+        claim: str | None = None,
     ) -> None:
         if not argv:
             raise ValueError("a deployer needs a command")
@@ -99,13 +107,18 @@ class SimRuntime:
             self.refused.append(name)
             raise DeployerExists(name)
         self._seq += 1
-        self.rows[name] = Row(name, config, revision, attempt, "created", self._seq, True, argv=argv, env=env)
+        self.rows[name] = Row(
+            name, config, revision, attempt, "created", self._seq, True, argv=argv, env=env, claim=claim
+        )
         self.changes += 1
         self.spawns[name] += 1
         alive = self.alive.setdefault(config, set())
         alive.add(name)
         self.max_alive[config] = max(self.max_alive.get(config, 0), len(alive))
         self._fire("after", name, config)
+
+    def batched(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # creates made one by one: a crash between them is modelled by faults
 
     def arm(self, when: str, callback: Callable[[str, str], None]) -> None:
         """Run `callback(name, config)` inside the next create(), before or after its insert."""
@@ -161,6 +174,12 @@ class SimRuntime:
         if not name or "/" in name:
             raise ValueError(f"invalid deployer name: {name!r}")
         return self.logs / f"{name}.log"
+
+    def data_version(self) -> int:
+        return self.changes
+
+    def start_fork_server(self) -> bool:
+        return False
 
     def close(self) -> None:
         pass

@@ -36,7 +36,7 @@ def claimed(c: DeploymentConfig, *open_: Deployment, supersede: bool = False) ->
 
 def finish(c: DeploymentConfig, d: Deployment, exit_code: int) -> None:
     """The deployer exits and the outcome is saved with the slot's release."""
-    d.report_exited(d.step["name"], exit_code, None, META)  # type: ignore[index]
+    d.report_exited(d.step.name, exit_code, None, META)  # type: ignore[union-attr]
     rollout.settle(c, d, META)
     drain(c, d)
 
@@ -238,7 +238,7 @@ def test_retry_of_the_latest_failed_revision_reopens_it_with_the_next_attempt() 
     assert (d.revision, d.attempt, d.phase) == (1, 2, phases.NEW)
     assert (c.latest_revision, c.open_revisions) == (1, [1])
     rollout.claim(c, d, "ctl", META)
-    assert (c.slot, d.step["name"]) == ({"revision": 1, "attempt": 2}, "app-1-deploy-2")  # type: ignore[index]
+    assert (c.slot, d.step.name) == ({"revision": 1, "attempt": 2}, "app-1-deploy-2")  # type: ignore[union-attr]
 
 
 def test_retry_of_a_complete_revision_is_refused() -> None:

@@ -28,7 +28,7 @@ def deployment(pre: str | None = None, post: str | None = None) -> Deployment:
 
 
 def step(d: Deployment) -> str:
-    return d.step["name"]  # type: ignore[index]
+    return d.step.name  # type: ignore[union-attr]
 
 
 def run_step(d: Deployment) -> None:
@@ -317,7 +317,7 @@ REPORTS: dict[str, Callable[[Deployment, str], bool]] = {
 
 
 def snapshot(d: Deployment) -> tuple[Any, ...]:
-    return (d.version, d.phase, d.reason, d.attempt, None if d.step is None else dict(d.step), d.cancel_requested)
+    return (d.version, d.phase, d.reason, d.attempt, d.step, d.cancel_requested)
 
 
 def assert_ignored(d: Deployment, report: str, name: str) -> None:

@@ -9,6 +9,7 @@ import pytest
 from adapters.controller.launch import launch_spec
 from adapters.runtime.shim import environment
 from domain.spec import Spec
+from domain.step import Step as DeploymentStep
 
 CONTROLLER = ["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_TIME", "TZ", "TMPDIR", "TERM"]
 DECOYS = ["MY_SECRET_TOKEN", "ROLLOUTS_STORE", "PYTHONPATH", "LCX", "SHELL", "PWD", "OLDPWD"]
@@ -20,7 +21,7 @@ class Step:
     def __init__(self, spec: Spec, kind: str = "deployer", name: str = "app-2-deploy-3") -> None:
         self.spec = spec
         self.config, self.revision, self.attempt = "app", 2, 3
-        self.step = {"kind": kind, "name": name}
+        self.step = DeploymentStep(kind, 1, name)
 
     def typed_spec(self) -> Spec:
         return self.spec

@@ -42,7 +42,7 @@ def deployment(pre: str | None, post: str | None) -> Deployment:
 
 def apply(d: Deployment, command: tuple[Any, ...]) -> None:
     kind, target, exit_code = command
-    name = (d.step or {}).get("name", NAMES[0]) if target == CURRENT else target
+    name = (d.step.name if d.step else NAMES[0]) if target == CURRENT else target
     calls = {
         "claim": lambda: d.claim("ctl", META),
         "cancel": lambda: d.request_cancel(META),

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from adapters.controller.plan import Action, batches, plan
-from adapters.runtime.local import Observed
+from adapters.controller.plan import Action, Kind, batches, plan
+from adapters.runtime.port import Observed
 from projections.desired import COLUMNS
 
 ME = "claimant-me"
@@ -68,7 +68,7 @@ def kinds(actions: list[Action]) -> list[str]:
 
 def test_a_new_deployment_is_claimed_when_nothing_else_of_its_config_is_active() -> None:
     actions = plan([row("New")], {}, ME, SOON)
-    assert actions == [Action("claim", "app", 1, 1)]
+    assert actions == [Action(Kind.CLAIM, "app", 1, 1)]
 
 
 @pytest.mark.parametrize("listed_first", [True, False], ids=["active-first", "new-first"])
@@ -82,7 +82,7 @@ def test_a_new_deployment_is_not_claimed_while_another_of_its_config_is_active(a
 def test_an_active_deployment_of_another_config_does_not_hold_back_a_claim() -> None:
     busy = row("Running", config="other", step="other-1-deploy-1", claimant=OTHER)
     actions = plan([busy, row("New")], {}, ME, SOON)
-    assert actions == [Action("claim", "app", 1, 1)]
+    assert actions == [Action(Kind.CLAIM, "app", 1, 1)]
 
 
 def test_only_one_new_deployment_per_config_is_claimed_in_a_pass() -> None:
@@ -122,7 +122,7 @@ def test_a_deployment_claimed_by_another_claimant_is_left_alone(changes: dict[st
 def test_a_deployment_whose_claimant_lease_expired_is_recorded_lost_not_created_or_stopped() -> None:
     theirs = row("Running", claimant=OTHER, created=1, started=1)
     actions = plan([theirs], {}, ME, SOON, frozenset({OTHER}))
-    assert actions == [Action("record_lost", "app", 1, 1, name=DEPLOYER, reason=f"claimant {OTHER} lease expired")]
+    assert actions == [Action(Kind.RECORD_LOST, "app", 1, 1, name=DEPLOYER, reason=f"claimant {OTHER} lease expired")]
 
 
 def test_our_own_deployment_is_never_recorded_lost_for_an_expired_lease() -> None:
@@ -140,7 +140,7 @@ def test_an_expired_lease_of_an_unrelated_claimant_leaves_another_claimants_depl
 
 def test_a_claimed_step_with_no_runtime_row_and_not_marked_created_is_created() -> None:
     actions = plan([row()], {}, ME, SOON)
-    assert actions == [Action("create", "app", 1, 1, name=DEPLOYER)]
+    assert actions == [Action(Kind.CREATE, "app", 1, 1, name=DEPLOYER)]
 
 
 def test_a_step_marked_created_is_never_created_again_even_with_no_runtime_row() -> None:
@@ -151,12 +151,12 @@ def test_a_step_marked_created_is_never_created_again_even_with_no_runtime_row()
 def test_a_hook_step_is_created_under_its_own_name(kind: str) -> None:
     hook = f"app-1-hook-{kind}-1-2"
     actions = plan([row(step=hook, step_kind=kind)], {}, ME, SOON)
-    assert actions == [Action("create", "app", 1, 1, name=hook)]
+    assert actions == [Action(Kind.CREATE, "app", 1, 1, name=hook)]
 
 
 def test_a_runtime_row_for_a_step_not_marked_created_is_recorded_created_not_created() -> None:
     actions = plan([row()], {DEPLOYER: seen("created")}, ME, SOON)
-    assert actions == [Action("record_created", "app", 1, 1, name=DEPLOYER)]
+    assert actions == [Action(Kind.RECORD_CREATED, "app", 1, 1, name=DEPLOYER)]
 
 
 @pytest.mark.parametrize("state", ["running", "exited"])
@@ -177,7 +177,7 @@ def test_a_deployer_marked_started_is_not_recorded_started_again() -> None:
 def test_an_exited_deployer_is_recorded_with_its_exit_code_and_reason() -> None:
     observed = {DEPLOYER: seen("exited", 3, "exit code 3")}
     actions = plan([row("Running", created=1, started=1)], observed, ME, SOON)
-    assert actions == [Action("record_exit", "app", 1, 1, name=DEPLOYER, exit_code=3, reason="exit code 3")]
+    assert actions == [Action(Kind.RECORD_EXIT, "app", 1, 1, name=DEPLOYER, exit_code=3, reason="exit code 3")]
 
 
 def test_a_deployer_seen_first_after_it_exited_is_recorded_created_started_and_exited_in_one_pass() -> None:
@@ -189,14 +189,14 @@ def test_a_deployer_seen_first_after_it_exited_is_recorded_created_started_and_e
 @pytest.mark.parametrize("state", ["deleted", "lost", "stopped"])
 def test_a_deleted_lost_or_stopped_deployer_is_recorded_lost_and_never_created(state: str) -> None:
     actions = plan([row("Running", created=1, started=1)], {DEPLOYER: seen(state)}, ME, SOON)
-    assert actions == [Action("record_lost", "app", 1, 1, name=DEPLOYER, reason=f"deployer {state}")]
+    assert actions == [Action(Kind.RECORD_LOST, "app", 1, 1, name=DEPLOYER, reason=f"deployer {state}")]
 
 
 @pytest.mark.parametrize("state", ["deleted", "lost", "stopped"])
 def test_an_ended_row_for_a_step_not_marked_created_is_recorded_lost_not_created(state: str) -> None:
     actions = plan([row()], {DEPLOYER: seen(state, reason="shim vanished")}, ME, SOON)
     assert "create" not in kinds(actions)
-    assert actions[-1] == Action("record_lost", "app", 1, 1, name=DEPLOYER, reason="shim vanished")
+    assert actions[-1] == Action(Kind.RECORD_LOST, "app", 1, 1, name=DEPLOYER, reason="shim vanished")
 
 
 # -- cancel ----------------------------------------------------------------------
@@ -205,22 +205,22 @@ def test_an_ended_row_for_a_step_not_marked_created_is_recorded_lost_not_created
 @pytest.mark.parametrize("state", ["created", "running"])
 def test_a_cancel_request_stops_a_deployer_that_still_runs(state: str) -> None:
     actions = plan([row("Running", created=1, cancel=1)], {DEPLOYER: seen(state)}, ME, SOON)
-    assert actions == [Action("stop", "app", 1, 1, name=DEPLOYER, reason="cancelled")]
+    assert actions == [Action(Kind.STOP, "app", 1, 1, name=DEPLOYER, reason="cancelled")]
 
 
 def test_a_cancel_request_with_no_runtime_row_stops_the_name_so_the_executor_tombstones_it() -> None:
     actions = plan([row(cancel=1)], {}, ME, SOON)
-    assert actions == [Action("stop", "app", 1, 1, name=DEPLOYER, reason="cancelled")]
+    assert actions == [Action(Kind.STOP, "app", 1, 1, name=DEPLOYER, reason="cancelled")]
 
 
 @pytest.mark.parametrize("state", ["exited", "stopped", "deleted", "lost"])
 def test_a_cancel_request_with_an_ended_deployer_is_confirmed(state: str) -> None:
     actions = plan([row("Running", created=1, cancel=1)], {DEPLOYER: seen(state, 143)}, ME, SOON)
-    assert actions == [Action("cancel", "app", 1, 1, name=DEPLOYER)]
+    assert actions == [Action(Kind.CANCEL, "app", 1, 1, name=DEPLOYER)]
 
 
 def test_a_cancel_request_between_steps_is_confirmed() -> None:
-    assert plan([row(step=None, step_kind=None, cancel=1)], {}, ME, SOON) == [Action("cancel", "app", 1, 1)]
+    assert plan([row(step=None, step_kind=None, cancel=1)], {}, ME, SOON) == [Action(Kind.CANCEL, "app", 1, 1)]
 
 
 # -- timeout ---------------------------------------------------------------------
@@ -229,7 +229,7 @@ def test_a_cancel_request_between_steps_is_confirmed() -> None:
 def test_an_attempt_past_its_timeout_from_the_claim_is_timed_out() -> None:
     late = CLAIMED_AT + timedelta(seconds=600, milliseconds=1)
     actions = plan([row("Running", created=1, started=1)], {DEPLOYER: seen("running")}, ME, late)
-    assert actions == [Action("timeout", "app", 1, 1, name=DEPLOYER, reason="timeout: attempt exceeded 600s")]
+    assert actions == [Action(Kind.TIMEOUT, "app", 1, 1, name=DEPLOYER, reason="timeout: attempt exceeded 600s")]
 
 
 def test_an_attempt_at_its_timeout_is_not_timed_out_yet() -> None:
@@ -280,10 +280,10 @@ def test_reports_about_different_deployers_and_other_actions_are_batches_of_thei
 
 def test_batches_keep_every_action_in_order() -> None:
     actions = [
-        Action("stop", "app", 1, 1, name=DEPLOYER),
-        Action("record_lost", "app", 1, 1, name=DEPLOYER),
-        Action("record_lost", "app", 1, 2, name="app-1-deploy-2"),
-        Action("create", "app", 2, 1, name="app-2-deploy-1"),
+        Action(Kind.STOP, "app", 1, 1, name=DEPLOYER),
+        Action(Kind.RECORD_LOST, "app", 1, 1, name=DEPLOYER),
+        Action(Kind.RECORD_LOST, "app", 1, 2, name="app-1-deploy-2"),
+        Action(Kind.CREATE, "app", 2, 1, name="app-2-deploy-1"),
     ]
     grouped = batches(actions)
     assert [a for b in grouped for a in b] == actions
