@@ -18,7 +18,7 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapters.runtime.port import Runtime
 
