@@ -9,17 +9,17 @@ when a line's hash does not chain or its readable fields do not say what its sto
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import orjson
 from eventsourcing.persistence import StoredEvent
 
 from adapters import chain
 from domain.errors import DomainError
-from projections.records import document, topic_parts
+from projections.records import topic_parts
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
 
@@ -28,22 +28,31 @@ class ImportRefused(DomainError):
     """The file or the target store cannot be imported (the CLI exits 1; nothing is written)."""
 
 
-def export_lines(recorder: Any, after: int = 0, until: int | None = None) -> Iterator[str]:
+def export_lines(recorder: Any, after: int = 0, until: int | None = None) -> Iterator[bytes]:
     """The events after position `after` (up to `until`), one JSON document a line, in position order."""
     log_id = recorder.log_id()
     for position, stream, version, topic, state, stored in recorder.chained_rows(after + 1, until):
         if stream is None:
             continue  # a hash whose event is gone: `log verify` reports it; there is nothing to move
         text = state if isinstance(state, str) else bytes(state).decode()
-        line = {"position": position, "stream": str(UUID(chain.stream_hex(stream))), "stream_version": version}
-        yield json.dumps(
-            {**line, **readable(topic, text), "hash": stored, "log_id": log_id, "topic": topic, "state": text}
-        )
+        where = {"position": position, "stream": dashed(chain.stream_hex(stream)), "stream_version": version}
+        stored_as = {"hash": stored, "log_id": log_id, "topic": topic, "state": text}
+        yield orjson.dumps({**where, **readable(topic, text), **stored_as})
+
+
+def dashed(hex_id: str) -> str:
+    """32 hex digits as a UUID's usual text (what str(UUID(...)) gives, without building one)."""
+    return f"{hex_id[:8]}-{hex_id[8:12]}-{hex_id[12:16]}-{hex_id[16:20]}-{hex_id[20:]}"
 
 
 def readable(topic: str, text: str) -> dict[str, Any]:
-    """What a stored document says, as export shows it: type, timestamp, data, meta."""
-    stamp, data = document(text)
+    """What a stored document says, as export shows it (as `events -o json` does, records.document):
+    type, timestamp, data (without the timestamp and class topic, config_id as hex), meta."""
+    data = orjson.loads(text)
+    stamp = data.pop("timestamp")["_data_"]
+    data.pop("originator_topic", None)
+    if "config_id" in data:
+        data["config_id"] = data["config_id"]["_data_"]
     meta = data.pop("meta", None) or {}
     return {"type": topic_parts(topic)[1], "timestamp": stamp, "data": data, "meta": meta}
 
@@ -89,12 +98,12 @@ def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            event = orjson.loads(line)
             event["position"], event["stream_version"] = int(event["position"]), int(event["stream_version"])
             UUID(event["stream"])
             if not isinstance(event["state"], str) or not isinstance(event["topic"], str):
                 raise TypeError("state and topic must be text")
-        except (ValueError, KeyError, TypeError) as error:
+        except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as error:
             raise ImportRefused(f"line {number}: not an exported event ({error})") from None
         yield event
 

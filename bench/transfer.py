@@ -107,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         count = read_rows(recorder)
         ex_base.append(count / (time.perf_counter() - t))
         t = time.perf_counter()
-        with exported.open("w") as out:
+        with exported.open("wb") as out:
             for line in export_lines(recorder):
-                out.write(line + "\n")
+                out.write(line + b"\n")
         ex_ours.append(count / (time.perf_counter() - t))
         with tempfile.TemporaryDirectory(prefix="rollouts-bench-import-") as tmp:
             plain, chained = fresh_recorder(Path(tmp) / "plain", True), fresh_recorder(Path(tmp) / "ours", False)

@@ -113,9 +113,15 @@ def export(state: State, after: int, until: int | None) -> None:
 
     if until is not None and until < after:
         raise click.BadParameter("--until is before --after", param_hint="--until")
-    out = click.get_text_stream("stdout")
-    for line in export_lines(state.recorder, after, until):
-        out.write(line + "\n")
+    head = state.recorder.max_notification_id() or 0
+    for flag, position in (("--after", after), ("--until", until)):
+        if position is not None and position > head:
+            raise click.BadParameter(f"position {position} is beyond the head of the log ({head})", param_hint=flag)
+    out = click.get_binary_stream("stdout")
+    with _progress(min(head, until or head) - after, "exporting") as step:
+        for line in export_lines(state.recorder, after, until):
+            out.write(line + b"\n")
+            step(1)
 
 
 @log.command(name="import")

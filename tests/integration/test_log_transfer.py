@@ -125,6 +125,8 @@ def test_export_pages_by_position(rollouts: Rollouts, tmp_path: Path) -> None:
     everything = exported(rollouts)
     assert [e["position"] for e in exported(rollouts, "--after", "3", "--until", "7")] == [4, 5, 6, 7]
     assert exported(rollouts, "--after", str(len(everything))) == []
+    beyond = rollouts.sh("log", "export", "--after", str(len(everything) + 1))
+    assert beyond.exit_code == 2 and "beyond the head" in beyond.stderr
     bad = rollouts.sh("log", "export", "--after", "5", "--until", "2")
     assert bad.exit_code == 2 and bad.stderr.startswith("error:")
     assert rollouts.sh("log", "export", "--after", "-1").exit_code == 2
