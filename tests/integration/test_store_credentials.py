@@ -86,6 +86,7 @@ def one_store_error(result: Result) -> None:
 def test_with_no_password_in_the_url_libpq_finds_one_its_own_ways(
     rollouts: Rollouts, catcher: PasswordCatcher, tmp_path: Path, way: str
 ) -> None:
+    rollouts.home.mkdir()  # an existing home: a missing one adds its own warning line
     password = f"pw-{uuid.uuid4().hex}"
     passfile = tmp_path / ("pgpass" if way == "PGPASSFILE" else ".pgpass")
     passfile.write_text(f"127.0.0.1:{catcher.port}:test:alice:{password}\n")
@@ -101,6 +102,7 @@ def test_with_no_password_in_the_url_libpq_finds_one_its_own_ways(
 
 
 def test_a_password_in_the_url_is_sent_and_never_printed(rollouts: Rollouts, catcher: PasswordCatcher) -> None:
+    rollouts.home.mkdir()  # an existing home: a missing one adds its own warning line
     password = f"pw-{uuid.uuid4().hex}"
     env = {"ROLLOUTS_STORE": f"postgresql://alice:{password}@127.0.0.1:{catcher.port}/test", "PGPASSWORD": "other"}
     for command in (["events"], ["rollout", "latest", "web"]):
