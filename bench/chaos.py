@@ -587,7 +587,10 @@ class Chaos:
         self.counts["backups"] += 1
         self.log(f"projections copied to {self.backup}")
         if self.args.restore_log and self.log_mark is None:
-            with sqlite3.connect(self.home / "events.db") as source, sqlite3.connect(self.log_backup) as target:
+            with (
+                contextlib.closing(sqlite3.connect(self.home / "events.db")) as source,
+                contextlib.closing(sqlite3.connect(self.log_backup)) as target,
+            ):
                 source.backup(target)
             latest = {c.name: c.latest_known for c in self.configs}
             self.log_mark = {"ops": len(self.ops), "gt": self.gt_lines(), "latest": latest}
@@ -599,9 +602,13 @@ class Chaos:
     def restore_log(self) -> None:
         """Put the old copy of the log back: refused until `home rebind`, then that history is gone."""
         assert self.log_mark is not None
-        for side in ("-wal", "-shm"):
-            (self.home / f"events.db{side}").unlink(missing_ok=True)
-        shutil.copy(self.log_backup, self.home / "events.db")
+        # Through SQLite's backup API, as an operator restoring a live WAL database must: copying the
+        # file over it races the WAL of any connection still open (its checkpoint brings the old pages back).
+        with (
+            contextlib.closing(sqlite3.connect(self.log_backup)) as source,
+            contextlib.closing(sqlite3.connect(self.home / "events.db")) as target,
+        ):
+            source.backup(target)
         self.counts["log_restores"] += 1
         for args in (["rollout", "latest", self.configs[0].name], ["controller", "run", "--once", "-q"]):
             rc, _, err = self.cli(args, actor="chaos-after-restore")
