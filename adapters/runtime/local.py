@@ -9,7 +9,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -19,10 +18,11 @@ from dataclasses import dataclass
 
 from adapters.home import Home, private_dir, private_file
 from adapters.runtime import procs, shim
+from adapters.runtime.forkserver import Forked, ForkServer, ForkServerFailed
+from adapters.runtime.interpreter import module_argv
 from adapters.runtime.shim import begin_immediate, connect, utc_now, writing
-from adapters.runtime.zygote import Forked, Zygote, ZygoteFailed
 
-SHIM = pathlib.Path(shim.__file__).resolve()
+SHIM = "adapters.runtime.shim"  # run as a module: `python -m adapters.runtime.shim RUNTIME_DB NAME`
 ACTIVE = ("created", "running")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _SHIM_EXIT_MARGIN = 5.0
@@ -118,6 +118,11 @@ class NoSuchDeployer(Exception):
     """The name was never created."""
 
 
+def shim_argv(db_path: pathlib.Path | str, name: str) -> list[str]:
+    """The argv of a shim started as an interpreter of its own (without the fork server)."""
+    return module_argv(SHIM, str(db_path), name)
+
+
 class LocalRuntime:
     """Deployers as real processes; `home/runtime/runtime.db` is the truth about them."""
 
@@ -136,7 +141,7 @@ class LocalRuntime:
         self._shims: dict[int, subprocess.Popen[bytes]] = {}  # ours to reap
         self._batch: list[str] | None = None  # names inserted by the open batched() transaction
         beat = None if heartbeat_max_age is None else (str(self.heartbeat_path), heartbeat_max_age)
-        self._zygote = Zygote(str(self._db_path), beat, self._forked)  # started by the first spawn
+        self._fork_server = ForkServer(str(self._db_path), beat, self._forked)  # started by the first spawn
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -284,13 +289,13 @@ class LocalRuntime:
         log = self.log_path(name)
         os.close(os.open(log, _LOG_FLAGS, 0o600))  # there, private, when create() returns
         try:
-            self._zygote.request(name, str(log))
-        except ZygoteFailed:
+            self._fork_server.request(name, str(log))
+        except ForkServerFailed:
             self._start_shim(name)
 
     def start_fork_server(self) -> bool:
         """Start the shims' fork server ahead of the first create (a controller's warm-up)."""
-        return self._zygote.start()
+        return self._fork_server.start()
 
     def _forked(self, forked: Forked) -> None:
         """The fork server's answer (on its reader thread): name the shim on its row, or start one."""
@@ -323,7 +328,7 @@ class LocalRuntime:
     def _popen_shim(self, name: str) -> tuple[int, int | None] | None:
         # Popen, not os.posix_spawn: glibc's posix_spawn leaves its internal signals
         # (32, 33) ignored in the child, and nothing can reset them after that.
-        argv = [sys.executable, "-I", "-S", str(SHIM), str(self._db_path), name]
+        argv = shim_argv(self._db_path, name)
         if self._heartbeat is not None:
             argv += [str(self.heartbeat_path), str(self._heartbeat)]
         log = os.open(self.log_path(name), _LOG_FLAGS, 0o600)
@@ -493,7 +498,7 @@ class LocalRuntime:
 
     def close(self) -> None:
         """Close the table; running shims are detached on purpose and keep going."""
-        self._zygote.close()
+        self._fork_server.close()
         self._reap()
         with warnings.catch_warnings():
             # subprocess reaps a dropped, still running child itself (its _active list).
