@@ -6,116 +6,29 @@ import json
 import os
 import pathlib
 import re
-import signal
 import sqlite3
 import subprocess
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from adapters.home import Home, private_dir, private_file
-from adapters.runtime import procs, shim
+from adapters.runtime import procs, shim, table
 from adapters.runtime.forkserver import Forked, ForkServer, ForkServerFailed
 from adapters.runtime.interpreter import module_argv
 from adapters.runtime.shim import begin_immediate, connect, utc_now, writing
+from adapters.runtime.stopping import ACTIVE, Stopping
+from adapters.runtime.stopping import NoSuchDeployer as NoSuchDeployer  # part of this runtime's API
+from adapters.runtime.table import UNKNOWN_CLAIM, Observed
 
 SHIM = "adapters.runtime.shim"  # run as a module: `python -m adapters.runtime.shim RUNTIME_DB NAME`
-ACTIVE = ("created", "running")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
-_SHIM_EXIT_MARGIN = 5.0
 _LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS deployers (
-        name TEXT PRIMARY KEY, config TEXT NOT NULL, revision INTEGER NOT NULL,
-        attempt INTEGER NOT NULL, state TEXT NOT NULL, argv TEXT, env TEXT, cwd TEXT,
-        creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
-        pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
-        log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
-        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL, pass_env TEXT, claim TEXT)""",
-    "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
-    "CREATE INDEX IF NOT EXISTS deployers_unended ON deployers (name) WHERE ended_at IS NULL",
-)
-# Columns added after the first release, for runtime tables created before them.
-_ADDED_COLUMNS = {"stop_deadline": "REAL", "pass_env": "TEXT", "claim": "TEXT"}
-_OBSERVED = (
-    "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned, claim"
-    " FROM deployers"
-)
-_ACTIVE = " WHERE state IN ('created', 'running')"
-_ACTIVE_NAMES = "SELECT name FROM deployers" + _ACTIVE
-_ORDER = " ORDER BY created_at, name"
-_INSERT = (
-    "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, pass_env, cwd,"
-    " creator_pid, creator_start, log_path, created_at, claim) VALUES (:name, :config,"
-    " :revision, :attempt, 'created', :argv, :env, :pass_env, :cwd, :creator_pid, :creator_start,"
-    " :log_path, :created_at, :claim)"
-)
-_TOMBSTONE = (
-    "INSERT OR IGNORE INTO deployers (name, config, revision, attempt, state, reason,"
-    " created_at, ended_at) VALUES (?, ?, ?, ?, 'stopped', ?, ?, ?)"
-)
-_SHIM_SPAWNED = "UPDATE deployers SET shim_pid = ?, shim_start = ? WHERE name = ? AND shim_pid IS NULL"
-_LOST = (
-    "UPDATE deployers SET state = 'lost', reason = ?, ended_at = ? WHERE name = ? AND state IN ('created', 'running')"
-)
-_ENDED = "UPDATE deployers SET ended_at = ? WHERE name = ? AND ended_at IS NULL"
-# Stopped or deleted, but not yet known to be gone (served by the partial index deployers_unended).
-_STOPPING = "SELECT * FROM deployers WHERE ended_at IS NULL AND +state IN ('stopped', 'deleted')"
-# Tables from before pass_env stored each deployer's whole environment, the controller's secrets included.
-_FORGET_ENV = "UPDATE deployers SET env = NULL WHERE state != 'created' AND env IS NOT NULL"
-_PRUNE = (
-    "UPDATE deployers SET pruned = 1, argv = NULL, env = NULL WHERE name = ? AND state NOT IN ('created', 'running')"
-)
-
-
-def _forget_environments(db: sqlite3.Connection) -> None:
-    """Once, on a table from before pass_env: rows past their spawn need no env; their bytes are
-    overwritten (secure_delete), and the write-ahead log that held them is emptied."""
-    db.execute("PRAGMA secure_delete = ON")
-    try:
-        with writing(db):
-            db.execute(_FORGET_ENV)
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.execute("PRAGMA secure_delete = OFF")
-
-
-@dataclass(frozen=True)
-class Observed:
-    """One row of the runtime table, as the controller sees it."""
-
-    name: str
-    config: str
-    revision: int
-    attempt: int
-    state: str  # created | running | exited | stopped | deleted | lost
-    exit_code: int | None  # a deployer killed by signal n has 128+n
-    reason: str | None
-    created_at: str
-    ended_at: str | None
-    pruned: bool
-    # The claim it was created for: "LOG_ID:POSITION:HASH" of its DeployerClaimed event (I7); None on
-    # rows made before claims were recorded, UNKNOWN_CLAIM once a rebind disowned those.
-    claim: str | None = None
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Observed:
-        return cls(**{**dict(row), "pruned": bool(row["pruned"])})
-
-
-UNKNOWN_CLAIM = "unknown"
 
 
 class DeployerExists(Exception):
     """create() of a name that ever existed, tombstones included."""
-
-
-class NoSuchDeployer(Exception):
-    """The name was never created."""
 
 
 def shim_argv(db_path: pathlib.Path | str, name: str) -> list[str]:
@@ -123,7 +36,7 @@ def shim_argv(db_path: pathlib.Path | str, name: str) -> list[str]:
     return module_argv(SHIM, str(db_path), name)
 
 
-class LocalRuntime:
+class LocalRuntime(Stopping):
     """Deployers as real processes; `home/runtime/runtime.db` is the truth about them."""
 
     def __init__(
@@ -153,14 +66,14 @@ class LocalRuntime:
                 db.execute(f"PRAGMA cache_size = -{int(self._cache_kib)}")
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
-            for statement in _SCHEMA:
+            for statement in table.SCHEMA:
                 db.execute(statement)
             columns = {row["name"] for row in db.execute("PRAGMA table_info(deployers)")}
-            for column, kind in _ADDED_COLUMNS.items():
+            for column, kind in table.ADDED_COLUMNS.items():
                 if column not in columns:
                     db.execute(f"ALTER TABLE deployers ADD COLUMN {column} {kind}")
             if "pass_env" not in columns:
-                _forget_environments(db)
+                table.forget_environments(db)
         return db
 
     @contextmanager
@@ -174,7 +87,7 @@ class LocalRuntime:
             return self._db.execute(sql, params)
 
     def _select(self, where: str = "", params: tuple[object, ...] = ()) -> list[Observed]:
-        rows = self._execute(_OBSERVED + where + _ORDER, params).fetchall()
+        rows = self._execute(table.OBSERVED + where + table.ORDER, params).fetchall()
         return [Observed.from_row(row) for row in rows]
 
     def _row(self, name: str) -> sqlite3.Row | None:
@@ -255,7 +168,7 @@ class LocalRuntime:
     @staticmethod
     def _insert(db: sqlite3.Connection, row: dict[str, object]) -> None:
         try:
-            db.execute(_INSERT, row)
+            db.execute(table.INSERT, row)
         except sqlite3.IntegrityError:  # only this statement fails: a batch's transaction goes on
             raise DeployerExists(str(row["name"])) from None
 
@@ -321,7 +234,7 @@ class LocalRuntime:
             self._db.execute("PRAGMA synchronous = NORMAL")
             try:
                 with writing(self._db) as db:
-                    db.execute(_SHIM_SPAWNED, (pid, start, name))
+                    db.execute(table.SHIM_SPAWNED, (pid, start, name))
             finally:
                 self._db.execute(f"PRAGMA synchronous = {int(synchronous)}")
 
@@ -343,7 +256,7 @@ class LocalRuntime:
             )
         except OSError as exc:
             # Lost only if no shim (a fork server's, whose answer was lost) has claimed the row.
-            self._execute(_LOST + " AND shim_pid IS NULL", (f"shim failed to start: {exc}", utc_now(), name))
+            self._execute(table.LOST + " AND shim_pid IS NULL", (f"shim failed to start: {exc}", utc_now(), name))
             return None
         finally:
             os.close(log)
@@ -364,7 +277,7 @@ class LocalRuntime:
         now = utc_now()
         row = (name, config, revision, attempt, reason, now, now)
         with self._tx() as db:
-            return db.execute(_TOMBSTONE, row).rowcount == 1
+            return db.execute(table.TOMBSTONE, row).rowcount == 1
 
     def disown_unclaimed(self) -> int:
         """Rows made before claims were recorded can no longer be matched to one (after a rebind): never adopt them."""
@@ -376,7 +289,7 @@ class LocalRuntime:
 
     def active(self) -> list[Observed]:
         """Rows in state created or running (served by the index on state)."""
-        return self._select(_ACTIVE)
+        return self._select(table.WHERE_ACTIVE)
 
     def get(self, name: str) -> Observed | None:
         found = self._select(" WHERE name = ?", (name,))
@@ -385,10 +298,10 @@ class LocalRuntime:
     def observe(self) -> list[Observed]:
         """Mark lost what lost its shim; active rows plus those that ended during the call."""
         self._reap()
-        before = [row["name"] for row in self._execute(_ACTIVE_NAMES).fetchall()]
+        before = [row["name"] for row in self._execute(table.ACTIVE_NAMES).fetchall()]
         for name in before:
             self._refresh(name)
-        for row in self._execute(_STOPPING).fetchall():
+        for row in self._execute(table.STOPPING).fetchall():
             self._finish_stop(row)
         after = self.active()
         still = {o.name for o in after}
@@ -401,7 +314,7 @@ class LocalRuntime:
             return
         if row["shim_pid"] is None:
             if not procs.is_alive(row["creator_pid"], row["creator_start"]):
-                sql = _LOST + " AND shim_pid IS NULL"
+                sql = table.LOST + " AND shim_pid IS NULL"
                 self._execute(sql, ("creator died before starting the shim", utc_now(), name))
             return
         if procs.is_alive(row["shim_pid"], row["shim_start"]):
@@ -410,90 +323,12 @@ class LocalRuntime:
         if row is None or row["state"] not in ACTIVE:
             return
         if self._kill_remains(row):
-            self._execute(_LOST, ("shim vanished", utc_now(), name))
-
-    @staticmethod
-    def _kill_remains(row: sqlite3.Row) -> bool:
-        """With its shim dead: kill the deployer's group and whatever is left in the shim's session."""
-        if row["pgid"] is not None and not procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
-            return False
-        return procs.kill_session_and_wait(row["shim_pid"], row["shim_start"])
-
-    def _finish_stop(self, row: sqlite3.Row) -> None:
-        """Set ended_at of a stopped or deleted deployer once nothing of it runs.
-
-        Its stopper sets it itself after the kill; if the stopper died in its grace
-        (or hangs), whoever observes past the deadline kills the group and the shim.
-        """
-        shim_alive = procs.is_alive(row["shim_pid"], row["shim_start"])
-        if row["stop_deadline"] is None or time.time() > row["stop_deadline"]:
-            if shim_alive:
-                os.kill(row["shim_pid"], signal.SIGKILL)
-                if not self._wait_shim(row, _SHIM_EXIT_MARGIN):
-                    return
-            if row["shim_pid"] is not None and not self._kill_remains(row):
-                return
-        elif shim_alive or (row["pgid"] is not None and procs.group_alive(row["pgid"], row["start_time"])):
-            return
-        self._execute(_ENDED, (utc_now(), row["name"]))
-
-    def stop(self, name: str, *, reason: str, grace: float = 5.0) -> None:
-        """End a created or running deployer: state 'stopped', then its group is killed."""
-        row = self._end(name, "stopped", reason, ACTIVE, grace)
-        if row is not None:
-            self._terminate(row, grace)
-
-    def delete(self, name: str) -> None:
-        """What a user deleting a pod does; the row stays as a tombstone in state 'deleted'."""
-        states = ("created", "running", "exited", "stopped", "lost")
-        row = self._end(name, "deleted", "deleted by user", states, grace=5.0)
-        if row is not None:
-            self._terminate(row, grace=5.0)
-
-    def _end(
-        self,
-        name: str,
-        state: str,
-        reason: str,
-        from_states: tuple[str, ...],
-        grace: float,
-    ) -> sqlite3.Row | None:
-        """Move the row to `state`; the row as it was before, or None if it was not in from_states.
-
-        The stop deadline says when others may finish the kill if this process has not.
-        """
-        with self._tx() as db:
-            row = db.execute("SELECT * FROM deployers WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                raise NoSuchDeployer(name)
-            if row["state"] not in from_states:
-                return None
-            sql = "UPDATE deployers SET state = ?, reason = ?, stop_deadline = ? WHERE name = ?"
-            db.execute(sql, (state, reason, time.time() + grace + 2 * _SHIM_EXIT_MARGIN, name))
-            return row
-
-    def _terminate(self, row: sqlite3.Row, grace: float) -> None:
-        gone = True
-        if row["pgid"] is not None:
-            gone = procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=grace)
-        if row["shim_pid"] is not None:  # a shim between spawn and 'running' kills its child itself
-            gone = self._wait_shim(row, grace + _SHIM_EXIT_MARGIN) and gone
-        if gone:
-            self._execute(_ENDED, (utc_now(), row["name"]))
-
-    def _wait_shim(self, row: sqlite3.Row, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while procs.is_alive(row["shim_pid"], row["shim_start"]):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        self._reap()
-        return True
+            self._execute(table.LOST, ("shim vanished", utc_now(), name))
 
     def prune(self, names: list[str]) -> None:
         """History limit: logs deleted, rows kept as tombstones marked pruned (ended rows only)."""
         for name in names:
-            if self._execute(_PRUNE, (name,)).rowcount == 1:
+            if self._execute(table.PRUNE, (name,)).rowcount == 1:
                 self.log_path(name).unlink(missing_ok=True)
 
     def close(self) -> None:

@@ -1,0 +1,90 @@
+"""The local runtime's table (`HOME/runtime/runtime.db`): its schema, its statements, and a row as
+the controller sees it."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from adapters.runtime.shim import writing
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS deployers (
+        name TEXT PRIMARY KEY, config TEXT NOT NULL, revision INTEGER NOT NULL,
+        attempt INTEGER NOT NULL, state TEXT NOT NULL, argv TEXT, env TEXT, cwd TEXT,
+        creator_pid INTEGER, creator_start INTEGER, shim_pid INTEGER, shim_start INTEGER,
+        pid INTEGER, pgid INTEGER, start_time INTEGER, exit_code INTEGER, reason TEXT,
+        log_path TEXT, created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,
+        pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL, pass_env TEXT, claim TEXT)""",
+    "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
+    "CREATE INDEX IF NOT EXISTS deployers_unended ON deployers (name) WHERE ended_at IS NULL",
+)
+# Columns added after the first release, for runtime tables created before them.
+ADDED_COLUMNS = {"stop_deadline": "REAL", "pass_env": "TEXT", "claim": "TEXT"}
+OBSERVED = (
+    "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned, claim"
+    " FROM deployers"
+)
+WHERE_ACTIVE = " WHERE state IN ('created', 'running')"
+ACTIVE_NAMES = "SELECT name FROM deployers" + WHERE_ACTIVE
+ORDER = " ORDER BY created_at, name"
+INSERT = (
+    "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, pass_env, cwd,"
+    " creator_pid, creator_start, log_path, created_at, claim) VALUES (:name, :config,"
+    " :revision, :attempt, 'created', :argv, :env, :pass_env, :cwd, :creator_pid, :creator_start,"
+    " :log_path, :created_at, :claim)"
+)
+TOMBSTONE = (
+    "INSERT OR IGNORE INTO deployers (name, config, revision, attempt, state, reason,"
+    " created_at, ended_at) VALUES (?, ?, ?, ?, 'stopped', ?, ?, ?)"
+)
+SHIM_SPAWNED = "UPDATE deployers SET shim_pid = ?, shim_start = ? WHERE name = ? AND shim_pid IS NULL"
+LOST = (
+    "UPDATE deployers SET state = 'lost', reason = ?, ended_at = ? WHERE name = ? AND state IN ('created', 'running')"
+)
+ENDED = "UPDATE deployers SET ended_at = ? WHERE name = ? AND ended_at IS NULL"
+# Stopped or deleted, but not yet known to be gone (served by the partial index deployers_unended).
+STOPPING = "SELECT * FROM deployers WHERE ended_at IS NULL AND +state IN ('stopped', 'deleted')"
+# Tables from before pass_env stored each deployer's whole environment, the controller's secrets included.
+FORGET_ENV = "UPDATE deployers SET env = NULL WHERE state != 'created' AND env IS NOT NULL"
+PRUNE = (
+    "UPDATE deployers SET pruned = 1, argv = NULL, env = NULL WHERE name = ? AND state NOT IN ('created', 'running')"
+)
+
+
+def forget_environments(db: sqlite3.Connection) -> None:
+    """Once, on a table from before pass_env: rows past their spawn need no env; their bytes are
+    overwritten (secure_delete), and the write-ahead log that held them is emptied."""
+    db.execute("PRAGMA secure_delete = ON")
+    try:
+        with writing(db):
+            db.execute(FORGET_ENV)
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.execute("PRAGMA secure_delete = OFF")
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One row of the runtime table, as the controller sees it."""
+
+    name: str
+    config: str
+    revision: int
+    attempt: int
+    state: str  # created | running | exited | stopped | deleted | lost
+    exit_code: int | None  # a deployer killed by signal n has 128+n
+    reason: str | None
+    created_at: str
+    ended_at: str | None
+    pruned: bool
+    # The claim it was created for: "LOG_ID:POSITION:HASH" of its DeployerClaimed event (I7); None on
+    # rows made before claims were recorded, UNKNOWN_CLAIM once a rebind disowned those.
+    claim: str | None = None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Observed:
+        return cls(**{**dict(row), "pruned": bool(row["pruned"])})
+
+
+UNKNOWN_CLAIM = "unknown"
