@@ -383,6 +383,7 @@ def bulk_history(
 
 CHILD = r"""
 import json, sys, time
+import projections.build as B
 import projections.store as S
 from adapters.eventstore import open_app
 from adapters.home import Home
@@ -390,7 +391,7 @@ from adapters.log_source import RecorderSource
 from projections.store import ProjectionStore
 
 home, mode, S.BATCH = Home(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-S.REBUILD_BATCH = S.BATCH
+B.REBUILD_BATCH = S.BATCH
 app = open_app(home, None)
 
 class Loud(RecorderSource):
