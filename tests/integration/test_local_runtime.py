@@ -26,6 +26,9 @@ from adapters.runtime.local import (
     shim_argv,
 )
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NAME = "app-1-deploy-1"
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
