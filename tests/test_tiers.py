@@ -25,8 +25,6 @@ FAST = {
     "integration/test_audit_bad_history.py",
     "integration/test_cli_errors.py",
     "integration/test_cli_verbs.py",
-    "integration/test_hash_chain.py",
-    "integration/test_homes.py",
     "integration/test_projections.py",
     "property/test_model.py",
 }

@@ -729,6 +729,7 @@ def test_notifications_delivered_again_change_nothing(
 # -- crashes ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # real processes
 @pytest.mark.parametrize("mode", ["catch-up", "rebuild", "shadow"])
 def test_a_sigkill_in_the_middle_leaves_a_consistent_view_that_continues(mode: str, big_home: Log, tmp: Path) -> None:
     rng = random.Random(mode)
@@ -945,6 +946,7 @@ def test_a_version_bump_is_detected_flagged_and_rebuilt(
 # -- concurrency -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # real processes
 @pytest.mark.parametrize(
     "modes",
     [
@@ -1086,6 +1088,7 @@ def test_two_shadow_rebuilds_at_once_run_one_after_the_other_into_files_of_their
     assert_same(actual, fresh(big_home, tmp / "fresh", only=history))
 
 
+@pytest.mark.slow  # real processes
 def test_a_shadow_swap_is_seen_by_other_processes_after_another_reader_came_and_went(
     random_home: tuple[Log, Dump],
 ) -> None:
