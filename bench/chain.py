@@ -9,7 +9,7 @@
             (one ordered scan with sqlite3) and hashing their stored bytes with hashlib; goals >= 0.7x,
             and at most 8 s for 1M events
 
-The log of figure 2 is bench/rebuild.py's cached log (generated once, reused). The last line is a
+The log of figure 2 is bench/generate.py's cached log (generated once, reused). The last line is a
 JSON summary: {"append": {...}, "verify": {...}} with value, baseline, ratio, goal, ok.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import sqlite3
 import statistics
@@ -34,14 +33,10 @@ from adapters.verify import verify_log
 from domain.spec import Spec
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module
+from generate import cached_log  # noqa: E402
+
 PLAIN = "eventsourcing.sqlite:SQLiteApplicationRecorder"
-
-
-def rebuild_module() -> Any:
-    spec = importlib.util.spec_from_file_location("rollouts_bench_rebuild", BENCH / "rebuild.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 def append_rate(folder: Path, chained: bool, configs: int, ops: int) -> float:
@@ -135,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", type=int, default=300, help="configs in the generated history")
     args = parser.parse_args(argv)
     summary = {"append": bench_append(args.runs, ops=args.appends)}
-    rebuild = rebuild_module()
-    home = rebuild.cached_log(args.events, args.configs, False)
+    home = cached_log(args.events, args.configs, False)
     summary["verify"] = bench_verify(home, args.runs)
     if args.events >= 1_000_000:
         summary["verify"]["ok"] = summary["verify"]["ok"] and summary["verify"]["seconds"] * 1e6 / args.events <= 8

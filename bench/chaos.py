@@ -12,7 +12,7 @@ What runs, all as real processes against one home:
   `rollout latest [--supersede]`, `cancel`, `retry`, `undo`, `pause`/`resume`, `config set`
   (env, command, hooks, timeout; racing each other), and reads;
 - chaos: SIGKILL of controllers and of deployer shims (found through the `shim_pid` of
-  running rows of HOME/runtime/runtime.db, start time checked in /proc first),
+  running rows of HOME/runtime/runtime.db, alive as adapters/runtime/procs.py says),
   `deployers delete` of running deployers, `projections rebuild` (plain and `--shadow`),
   restores of an old copy of HOME/projections (copied, then copied back later, each
   time with every controller and command stopped), and corrupt views: random bytes or zero
@@ -80,6 +80,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from adapters.runtime.procs import is_alive, signal_group
+
 REPO = Path(__file__).resolve().parents[1]
 ROLLOUTS = [sys.executable, "-m", "adapters.cli"]
 STEP_NAME = re.compile(r"^(?P<config>[a-z0-9-]+?)-(?P<version>\d+)-(?:deploy|hook-pre|hook-post)-\d+(?:-\d+)?$")
@@ -137,23 +139,6 @@ EXPECTED_TYPE = {
 
 
 # -- small helpers -----------------------------------------------------------------------------
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Start time (clock ticks since boot) of a live, non-zombie pid; None otherwise."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2 :].decode().split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def alive(pid: int | None, start: int | None) -> bool:
-    return pid is not None and start is not None and proc_start_time(pid) == start
 
 
 def epoch(iso: str | None) -> float | None:
@@ -363,12 +348,12 @@ class Chaos:
         rows = [
             r
             for r in self.runtime_rows("WHERE state IN ('created', 'running') AND shim_pid IS NOT NULL")
-            if alive(r["shim_pid"], r["shim_start"])
+            if is_alive(r["shim_pid"], r["shim_start"])
         ]
         if not rows:
             return False
         row = rows[int(pick * len(rows))]
-        if not alive(row["shim_pid"], row["shim_start"]):  # verified again just before the kill
+        if not is_alive(row["shim_pid"], row["shim_start"]):  # verified again just before the kill
             return False
         with contextlib.suppress(ProcessLookupError):
             os.kill(row["shim_pid"], signal.SIGKILL)
@@ -414,12 +399,12 @@ class Chaos:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
         for row in self.runtime_rows("WHERE shim_pid IS NOT NULL OR pgid IS NOT NULL"):
-            if alive(row["shim_pid"], row["shim_start"]):
+            if is_alive(row["shim_pid"], row["shim_start"]):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(row["shim_pid"], signal.SIGKILL)
-            if row["pgid"] is not None and alive(row["pgid"], row["start_time"]):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(row["pgid"], signal.SIGKILL)
+            if row["pgid"] is not None and is_alive(row["pgid"], row["start_time"]):
+                with contextlib.suppress(PermissionError):
+                    signal_group(row["pgid"], signal.SIGKILL)
         with self.lock, contextlib.suppress(Exception):
             self.journal.close()
 

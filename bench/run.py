@@ -6,8 +6,8 @@
 Figures (DESIGN sections 5-9; every value and baseline is a median of several runs):
 
 1. rebuild        projection rebuild (all three read models) events/s vs eventsourcing's own
-                  read + decode of the same log (select_notifications + mapper.to_domain_event);
-                  with bench/rebuild.py present, its Generator, ceiling() and rebuild() are used
+                  read + decode of the same log (select_notifications + mapper.to_domain_event),
+                  both timed by bench/rebuild.py's ceiling() and rebuild(), on bench/generate.py's log
 2. commands       in-process `RolloutsApp.latest(supersede)` ops/s vs a bare eventsourcing
                   load-command-save loop on a trivial aggregate, same SQLite settings
 3. cli_*          wall time of `rollouts rollout latest`, `rollout history -o json`, `--help`
@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import math
-import multiprocessing
 import os
 import random
 import re
@@ -62,6 +60,11 @@ from domain import ids
 from domain.spec import Spec
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # the other scripts of bench/, imported as modules
+import chain  # noqa: E402
+import generate  # noqa: E402
+import rebuild as rebuild_bench  # noqa: E402
+
 PYTHON = sys.executable
 ROLLOUTS = [str(Path(PYTHON).with_name("rollouts"))]
 if not Path(ROLLOUTS[0]).exists():
@@ -331,95 +334,6 @@ def deployment_key(config: str, revision: int) -> str:
 # -- figure 1: rebuild, and the log it reads (also the histories of figure 5) ---------------------
 
 
-class LogGenerator:
-    """Writes a realistic log through the app's commands and the controller's claim/report.
-
-    Only the generator writes, so it may use eventsourcing's aggregate cache, a log on tmpfs,
-    and one process per CPU on disjoint configs; none of that changes a single event. Each
-    phase joins its writers, so a copy taken between phases has every deployment terminal.
-    Mix per ten rollouts of a config: one fails and is retried, one is cancelled before its
-    claim, one is cancelled while running, seven succeed.
-    """
-
-    def __init__(self, folder: Path, configs: int, workers: int) -> None:
-        self.home = Home(folder).ensure()
-        self.configs = configs
-        self.workers = workers
-        RolloutsApp(env=self.env()).close()  # create the tables once, before any writer starts
-
-    def env(self) -> dict[str, str]:
-        return {
-            **store_env(self.home, None),
-            "AGGREGATE_CACHE_MAXSIZE": str(self.configs * 4),
-            "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
-        }
-
-    @property
-    def head(self) -> int:
-        db = sqlite3.connect(self.home.events_db)
-        with contextlib.closing(db):
-            return db.execute("SELECT max(rowid) FROM stored_events").fetchone()[0] or 0
-
-    def run_until(self, events: int) -> None:
-        per = -(-self.configs // self.workers)
-        shares = [(w, range(w * per, min(self.configs, (w + 1) * per))) for w in range(self.workers)]
-        context = multiprocessing.get_context("fork")
-        procs = [context.Process(target=self._work, args=(w, share, events)) for w, share in shares if share]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join()
-        if any(proc.exitcode for proc in procs):
-            raise RuntimeError("a log generator process failed")
-
-    def _work(self, worker: int, share: range, events: int) -> None:
-        app = RolloutsApp(env=self.env())
-        try:
-            names = [f"app-{i}" for i in share]
-            done: dict[str, int] = {}
-            for name in names:
-                if ids.config_id(name) not in app.repository:
-                    app.create_config(name, Spec(command=["true"], env={"TIER": "bench"}), meta())
-                done[name] = app.config(name).latest_revision
-            i = 0
-            while (app.recorder.max_notification_id() or 0) < events:
-                name = names[i % len(names)]
-                self._rollout(app, name, done[name])
-                done[name] += 1
-                i += 1
-        finally:
-            app.close()
-
-    def _rollout(self, app: Any, config: str, k: int) -> None:
-        revision = app.latest(config, f"release {k}", False, meta())
-        if k % 10 == 7:
-            app.cancel(config, meta())
-            return
-        self._attempt(app, config, revision, 1, exit_code=1 if k % 10 == 3 else 0, cancel=k % 10 == 9)
-        if k % 10 == 3:
-            app.retry(config, meta())
-            self._attempt(app, config, revision, 2, exit_code=0, cancel=False)
-
-    @staticmethod
-    def _attempt(app: Any, config: str, revision: int, attempt: int, exit_code: int, cancel: bool) -> None:
-        m = meta()
-        name = ids.deployer_name(config, revision, attempt)
-        commands.claim(app, config, revision, "bench-claimant", m)
-        commands.report(app, config, revision, lambda d: d.report_created(name, f"local:{name}", m), m)
-        commands.report(app, config, revision, lambda d: d.report_started(name, m), m)
-        if cancel:
-            app.cancel(config, m)
-            commands.report(app, config, revision, lambda d: d.confirm_cancelled(m) or True, m)
-        else:
-            reason = None if exit_code == 0 else f"exited with code {exit_code}"
-            commands.report(app, config, revision, lambda d: d.report_exited(name, exit_code, reason, m), m)
-
-    def copy_to(self, home: Home) -> int:
-        """A consistent copy of the log as it is now (every deployment in it is terminal)."""
-        backup(self.home.events_db, home.events_db)
-        return self.head
-
-
 STEP_NAME = re.compile(r"^(?P<config>.+)-(?P<revision>\d+)-(?:deploy|hook-(?:pre|post))-\d+(?:-\d+)?$")
 
 
@@ -488,47 +402,23 @@ def projection_store(app: Any, home: Home) -> Any:
     return ProjectionStore(home.projections, RecorderSource(app.recorder))
 
 
-def read_and_decode(app: Any, batch: int = 1000) -> int:
-    """eventsourcing's own way through the log: notifications, each mapped to a domain event."""
-    recorder, mapper = app.recorder, app.mapper
-    after, count = 0, 0
-    while True:
-        notifications = recorder.select_notifications(start=after, limit=batch, inclusive_of_start=False)
-        if not notifications:
-            return count
-        for n in notifications:
-            mapper.to_domain_event(n)
-        count += len(notifications)
-        after = notifications[-1].id
-
-
-def bench_rebuild(ws: Workspace, home: Home, sizes: Sizes, shared: Any | None) -> list[Figure]:
-    """With bench/rebuild.py: its ceiling() and rebuild() (all three, into an empty folder)."""
+def bench_rebuild(ws: Workspace, home: Home, sizes: Sizes) -> list[Figure]:
+    """bench/rebuild.py's ceiling() and rebuild() (all three, into an empty folder)."""
     app = open_app(home, None)
     rebuild_s: list[float] = []
     read_s: list[float] = []
     try:
         head = app.recorder.max_notification_id()
-        read_and_decode(app)  # warm the page cache and the topic caches, untimed
+        rebuild_bench.ceiling(app)  # warm the page cache and the topic caches, untimed
         for i in range(sizes.heavy_reps):
-            if shared is not None:
-                count, seconds, _ = shared.ceiling(app)
-                read_s.append(seconds)
-                seconds, _ = shared.rebuild(app, ws.root / f"rebuild-scratch-{i}")
-                rebuild_s.append(seconds)
-            else:
-                t = time.perf_counter()
-                count = read_and_decode(app)
-                read_s.append(time.perf_counter() - t)
-                store = projection_store(app, ws.home("rebuild-projections"))
-                t = time.perf_counter()
-                store.rebuild()
-                rebuild_s.append(time.perf_counter() - t)
+            count, seconds, _ = rebuild_bench.ceiling(app)
+            read_s.append(seconds)
+            seconds, _ = rebuild_bench.rebuild(app, ws.root / f"rebuild-scratch-{i}")
+            rebuild_s.append(seconds)
             if count != head:
                 raise RuntimeError(f"read {count} events, the log has {head}")
     finally:
         app.close()
-    how = "bench/rebuild.py's ceiling() and rebuild()" if shared is not None else "bench/run.py's own"
     return [
         Figure(
             "rebuild_events_per_s",
@@ -537,7 +427,7 @@ def bench_rebuild(ws: Workspace, home: Home, sizes: Sizes, shared: Any | None) -
             head / median(rebuild_s),
             head / median(read_s),
             ">=0.6x",
-            how,
+            "bench/rebuild.py's ceiling() and rebuild()",
         )
     ]
 
@@ -657,9 +547,10 @@ def bench_cli(ws: Workspace, sizes: Sizes) -> list[Figure]:
 
 def shim_spawn_ms(samples: int) -> float:
     """The shim's own start: its interpreter and imports, up to its usage message."""
-    from adapters.runtime import shim
+    from adapters.runtime.interpreter import module_argv
+    from adapters.runtime.local import SHIM
 
-    argv = [PYTHON, "-I", "-S", str(Path(shim.__file__).resolve())]
+    argv = module_argv(SHIM)
     times = []
     for _ in range(samples):
         t = time.perf_counter()
@@ -706,7 +597,7 @@ def bench_latency(ws: Workspace, sizes: Sizes) -> list[Figure]:
             median(latencies),
             base,
             "<=100",
-            "baseline: a shim's start as an interpreter of its own (python -I -S shim.py, to its usage"
+            "baseline: a shim's start as an interpreter of its own (python -m adapters.runtime.shim, to its usage"
             " message); the controller forks its shims from a fork server instead",
         ),
         Figure(
@@ -905,24 +796,17 @@ def bench_rss(ws: Workspace, sizes: Sizes) -> list[Figure]:
 # -- figures 8 and 9: the hash chain (bench/chain.py) --------------------------------------------
 
 
-def chain_module() -> Any:
-    spec = importlib.util.spec_from_file_location("rollouts_bench_chain", BENCH / "chain.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 def chain_figure(name: str, label: str, found: dict[str, Any]) -> Figure:
     return Figure(name, label, found["unit"], found["value"], found["baseline"], found["goal"])
 
 
 def bench_chain_append(ws: Workspace, sizes: Sizes) -> list[Figure]:
-    found = chain_module().bench_append(sizes.reps, configs=sizes.command_configs, ops=sizes.command_ops)
+    found = chain.bench_append(sizes.reps, configs=sizes.command_configs, ops=sizes.command_ops)
     return [chain_figure("chain_append_ratio", "8 latest --supersede, chained vs plain recorder", found)]
 
 
 def bench_verify(home: Home, sizes: Sizes) -> list[Figure]:
-    found = chain_module().bench_verify(home, sizes.reps)
+    found = chain.bench_verify(home, sizes.reps)
     label = f"9 log verify, {found['events']:,} events, vs read + hashlib"
     return [chain_figure("log_verify_events_per_s", label, found)]
 
@@ -930,50 +814,27 @@ def bench_verify(home: Home, sizes: Sizes) -> list[Figure]:
 # -- main ----------------------------------------------------------------------------------------
 
 
-def shared_rebuild() -> Any | None:
-    """bench/rebuild.py (written elsewhere), if it has the reusable pieces used here."""
-    path = BENCH / "rebuild.py"
-    if not path.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("rollouts_bench_rebuild", path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module if all(hasattr(module, n) for n in ("Generator", "ceiling", "rebuild")) else None
-
-
-def build_logs(ws: Workspace, sizes: Sizes, shared: Any | None) -> tuple[Home, Home, Home, int]:
-    """The rebuild log, and copies of its prefixes made idle for figure 5 (1k events, a long history).
-
-    With bench/rebuild.py: its Generator (the domain's decisions, saved several aggregates at
-    a time). Without: LogGenerator, through the app's commands.
-    """
+def build_logs(ws: Workspace, sizes: Sizes) -> tuple[Home, Home, Home, int]:
+    """The rebuild log (bench/generate.py's), and copies of its prefixes made idle for figure 5
+    (1k events, a long history)."""
     small, big, full = ws.home("idle-1k"), ws.home("idle-big"), ws.home("rebuild")
     checkpoints = [(1000, small), (sizes.idle_big_events, big), (sizes.rebuild_events, full)]
-    if shared is not None:
-        app = open_app(full, None)
-        try:
-            gen = shared.Generator(app, random.Random(sizes.rebuild_events), 300)
-            for target, home in checkpoints:
-                while (app.recorder.max_notification_id() or 0) < target:
-                    for _ in range(150):
-                        gen.act(gen.rng.choice(gen.names))
-                    gen.save()
-                if home is not full:
-                    # Made idle on tmpfs (fsync is not what this step is about), then copied to disk.
-                    staging = Home(ws.scratch / home.path.name).ensure()
-                    backup(full.events_db, staging.events_db)
-                    finish_open(staging)
-                    backup(staging.events_db, home.events_db)
-        finally:
-            app.close()
-    else:
-        configs = max(50, sizes.rebuild_events // 400)
-        gen = LogGenerator(ws.scratch / "gen", configs=configs, workers=os.cpu_count() or 1)
+    app = open_app(full, None)
+    try:
+        gen = generate.Generator(app, random.Random(sizes.rebuild_events), 300)
         for target, home in checkpoints:
-            gen.run_until(target)
-            gen.copy_to(home)
+            while (app.recorder.max_notification_id() or 0) < target:
+                for _ in range(150):
+                    gen.act(gen.rng.choice(gen.names))
+                gen.save()
+            if home is not full:
+                # Made idle on tmpfs (fsync is not what this step is about), then copied to disk.
+                staging = Home(ws.scratch / home.path.name).ensure()
+                backup(full.events_db, staging.events_db)
+                finish_open(staging)
+                backup(staging.events_db, home.events_db)
+    finally:
+        app.close()
     big_events = 0
     for home in (small, big):
         seed_runtime(home)
@@ -1000,7 +861,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer and smaller runs (under ~90 s)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object, last line")
     parser.add_argument("--only", help="comma-separated sections: rebuild,commands,chain,cli,latency,idle,e2e,rss")
-    parser.add_argument("--own-log", action="store_true", help="ignore bench/rebuild.py: own generator and timing")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     only = set(args.only.split(",")) if args.only else None
@@ -1017,13 +877,11 @@ def main(argv: list[str] | None = None) -> int:
     with signals_end_cleanly():
         try:
             if wanted("rebuild") or wanted("idle"):
-                shared = None if args.own_log else shared_rebuild()
-                origin = "bench/rebuild.py's Generator" if shared is not None else "the app's commands"
-                log(f"generating a log of {sizes.rebuild_events:,} events through {origin}")
-                small, big, full, big_events = build_logs(ws, sizes, shared)
+                log(f"generating a log of {sizes.rebuild_events:,} events through bench/generate.py")
+                small, big, full, big_events = build_logs(ws, sizes)
                 if wanted("rebuild"):
                     log("1 rebuild")
-                    figures += bench_rebuild(ws, full, sizes, shared)
+                    figures += bench_rebuild(ws, full, sizes)
                     log("9 log verify")
                     figures += bench_verify(full, sizes)
                 if wanted("idle"):

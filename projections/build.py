@@ -22,6 +22,7 @@ from projections.source import EventSource, LocalLog, SQLiteLog
 from projections.writer import Writer
 
 FLUSH = 100_000  # positions between two writes of the rows the folds changed
+REBUILD_BATCH = 2_000  # events read at a time: few enough that a batch's records stay in the CPU's caches
 Progress = Callable[[int, int], None]
 
 

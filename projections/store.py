@@ -1,174 +1,33 @@
-"""Keeping read models at the head of the log: catch-up, rebuild, shadow rebuild, status."""
+"""Keeping read models at the head of the log: catch-up, rebuild (see `rebuild`), status.
+
+Which file serves each view, and healing the broken ones, is `projections.live`; the order in
+which all of these take their locks is written in `projections.locks`."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 
 import sqlite_utils
 
-from projections import files, health
-from projections.audit_view import AuditView
-from projections.desired import Desired
-from projections.files import Catalog, Tracked, immediate
+from projections import files, health, locks
+from projections import rebuild as rebuilding
+from projections.files import Tracked
 from projections.health import BrokenView
-from projections.history import History
+from projections.live import LiveFiles, Warn
 from projections.projection import Projection
+from projections.rebuild import Progress
 from projections.records import Record, decode
-from projections.source import EventSource
+from projections.registry import ALL, BY_NAME, UnknownProjection, projections_named
 
-ALL: tuple[Projection, ...] = (Desired(), History(), AuditView())
-BY_NAME = {p.name: p for p in ALL}
-BATCH = 1000
-REBUILD_BATCH = 2_000  # few enough that a batch's records stay in the CPU's caches
-Progress = Callable[[int, int], None]
-Warn = Callable[[str], None]
+__all__ = ["ALL", "BATCH", "BY_NAME", "ProjectionStore", "Progress", "UnknownProjection", "Warn", "projections_named"]
+
+BATCH = 1000  # events read at a time by a catch-up (and a shadow build)
 
 
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cycle collection during a rebuild: it makes no cycles, and it keeps many objects alive
-    (a batch of records, the folds' rows), which each collection would walk again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-class UnknownProjection(ValueError):
-    pass
-
-
-def projections_named(names: Iterable[str]) -> list[Projection]:
-    chosen = []
-    for name in names:
-        if name not in BY_NAME:
-            raise UnknownProjection(f"no projection named {name!r} (known: {', '.join(BY_NAME)})")
-        chosen.append(BY_NAME[name])
-    return chosen or list(ALL)
-
-
-class ProjectionStore:
+class ProjectionStore(LiveFiles):
     """The projections folder of one home, fed by one event source."""
 
-    def __init__(
-        self,
-        folder: Path,
-        source: EventSource,
-        *,
-        frozen: bool = False,
-        warn: Warn | None = None,
-        cache_kib: int | None = None,
-    ) -> None:
-        """With `cache_kib`, each projection file's connection caches at most that many KiB of pages
-        (SQLite's default is 2,000 KiB): a long-lived process keeps its memory flat as files grow."""
-        self.folder = folder
-        self.cache_kib = cache_kib
-        self.source = source
-        self.frozen = frozen
-        self.warn = warn or (lambda _: None)
-        self.catalog = Catalog(folder, self.warn)
-        self._open: dict[str, tuple[Path, sqlite_utils.Database]] = {}
-        self._inodes: dict[str, tuple[int, int] | None] = {}  # of each open file, when opened
-        self._log_id: str | None = None
-
-    # -- files ---------------------------------------------------------------
-
-    def _reopen(self, why: str) -> None:
-        """The catalog this long-lived store holds is gone or broken: start again from the folder's."""
-        self.warn(why)
-        self.close()
-        self.catalog = Catalog(self.folder, self.warn)
-
-    def db(self, name: str) -> sqlite_utils.Database:
-        """The current file of projection `name`: a readable view (rebuilt when it is not one)."""
-        try:
-            path = self.catalog.current(name)
-        except sqlite3.DatabaseError as error:
-            if not health.is_broken(error):
-                raise
-            self._reopen(f"projections catalog {self.catalog.path} is not readable: rebuilding the views")
-            path = self.catalog.current(name)
-        if name in self._open and self._open[name][0] == path:
-            return self._open[name][1]
-        self._forget(name)  # a swapped-out file: close it now, not at the next GC
-        db = self._connect_current(BY_NAME[name])
-        if self.cache_kib is not None:
-            db.execute(f"PRAGMA cache_size = -{int(self.cache_kib)}")
-        self._open[name] = (self.catalog.current(name), db)  # type: ignore[assignment]
-        self._inodes[name] = files.identity(self._open[name][0])
-        return db
-
-    def _forget(self, name: str) -> None:
-        if name in self._open:
-            self._open.pop(name)[1].close()
-
-    def _connect_current(self, projection: Projection) -> sqlite_utils.Database:
-        for _ in range(10):
-            path = self.catalog.current(projection.name)
-            if path is None or not path.exists():
-                created = self._create_current(projection)
-                if created is not None:
-                    return created
-                continue  # a twin created it meanwhile: open and check it as any other
-            try:
-                conn = sqlite3.connect(
-                    f"file:{path}?mode=rw",
-                    uri=True,
-                    timeout=files.BUSY_TIMEOUT_S,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            except sqlite3.OperationalError:
-                continue  # swapped and removed between the lookup and the open
-            db = sqlite_utils.Database(conn, execute_plugins=False)
-            problem = health.file_problem(path) or health.schema_problem(db, projection)
-            if problem is None:
-                conn.execute("PRAGMA synchronous=NORMAL")
-                return db
-            db.close()
-            if self.frozen:  # served exactly as on disk, never rebuilt (a fault-injection switch)
-                raise BrokenView(projection.name, path, problem)
-            self._heal(BrokenView(projection.name, path, problem))
-        raise RuntimeError(f"cannot open projection {projection.name}")
-
-    def _create_current(self, projection: Projection) -> sqlite_utils.Database | None:
-        with self.catalog.setup_lock(), immediate(self.catalog.db):
-            path = self.catalog.current(projection.name)
-            if path is None or not path.exists():
-                path = self.catalog.next_file(projection.name)
-                self.catalog.point(projection.name, path)
-                return self._new_file(projection, path)
-            return None
-
-    def _heal(self, broken: BrokenView) -> None:
-        """A file that is not a readable view is a cache miss: rebuilt from the log, with a warning."""
-        self.warn(f"{broken}: rebuilding it")
-        self._forget(broken.name)
-        from projections.heal import replace  # like build: not on every read's import path
-
-        if broken.path is not None:
-            replace(self.catalog, self.source, BY_NAME[broken.name], broken.path, self.log_id(), REBUILD_BATCH)
-
-    def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
-        db = files.connect(path)
-        with immediate(db):
-            projection.create(db)
-            files.track(db, projection.name, Tracked(projection.version, 0, ""))
-        return db
-
     # -- catching up ---------------------------------------------------------
-
-    def log_id(self) -> str:
-        if not self._log_id:
-            self._log_id = self.source.identity()
-        return self._log_id
 
     def catch_up(self, projections: Sequence[Projection] = ALL) -> None:
         """Bring each projection to the head of the log (read-your-writes for every read).
@@ -219,38 +78,6 @@ class ProjectionStore:
         with self._guard(p.name):
             return files.tracked(db, p.name)
 
-    def heal_broken(self) -> bool:
-        """After an SQLite error that may come from a view: rebuild each open one that is broken."""
-        healed = False
-        for name, (path, db) in list(self._open.items()):
-            problem = health.file_problem(path) or health.integrity_problem(db)
-            if problem:
-                self._heal(BrokenView(name, path, problem))
-                healed = True
-        return healed
-
-    @contextlib.contextmanager
-    def _guard(self, name: str) -> Iterator[None]:
-        """An SQLite error that says the open file of `name` is broken becomes BrokenView."""
-        try:
-            yield
-        except sqlite3.DatabaseError as error:
-            if not health.is_broken(error) or name not in self._open:
-                raise
-            raise BrokenView(name, self._open[name][0], " ".join(str(error).split())) from None
-
-    def query(self, name: str, sql: str, params: Sequence[object] = ()) -> list[dict[str, object]]:
-        """The rows of `sql` on projection `name`; a file found broken is rebuilt and asked again."""
-        for tries in (1, 0):
-            try:
-                with self._guard(name):
-                    return list(self.db(name).query(sql, params))
-            except BrokenView as broken:
-                if not tries:
-                    raise
-                self._heal(broken)
-        raise AssertionError("unreachable")
-
     def _is_invalid(self, p: Projection, at: Tracked, head: int) -> bool:
         """Say why a projection must be replayed: other code version, other log, or ahead of the log."""
         if at.version != p.version:
@@ -270,7 +97,7 @@ class ProjectionStore:
                 self._apply(BY_NAME[name], db, batch, last)
 
     def _apply(self, p: Projection, db: sqlite_utils.Database, batch: list[Record], last: int) -> None:
-        with self._guard(p.name), immediate(db):
+        with self._guard(p.name), locks.view_write(db):
             at = files.tracked(db, p.name)
             position = at.position if at else 0
             if position >= last:
@@ -292,82 +119,12 @@ class ProjectionStore:
     def rebuild(
         self, projections: Sequence[Projection] = ALL, *, shadow: bool = False, progress: Progress | None = None
     ) -> None:
-        with paused_gc():
+        with rebuilding.paused_gc():
             if not shadow:
-                self._rebuild_in_place(projections, progress)
+                rebuilding.in_place(self, projections, progress)
                 return
             for p in projections:
-                self._rebuild_shadow(p, progress)
-
-    def _rebuild_in_place(self, projections: Sequence[Projection], progress: Progress | None) -> None:
-        """Replay from zero into new files while the live ones serve but cannot move, then swap.
-
-        One read and decode of the log for every projection (see build). The catalog's write
-        lock is held throughout, as for shadow builds, and so is each live file's: no catch-up
-        moves them meanwhile, so the new files never serve a position lower than they did.
-        """
-        for p in projections:
-            self.db(p.name)  # a file to hold, created when missing (that takes the catalog lock)
-        catalog = self.catalog.db
-        catalog.execute("BEGIN IMMEDIATE")
-        try:
-            with contextlib.ExitStack() as stack:
-                for p in projections:  # the current files, as seen under the catalog lock
-                    stack.enter_context(immediate(self.db(p.name)))
-                    self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
-                paths = {p.name: self.catalog.next_file(p.name) for p in projections}
-                head = self.source.head()
-                self._log_id = None
-                from projections.build import build  # rebuilds only: not on every read's import path
-
-                build(self.source, projections, paths, head, self.log_id(), REBUILD_BATCH, progress)
-                for p in projections:
-                    self.catalog.point(p.name, paths[p.name])
-                catalog.execute("COMMIT")  # the swap, while the live files still cannot move
-        except BaseException:
-            if catalog.conn.in_transaction:
-                catalog.execute("ROLLBACK")
-            raise
-        for p in projections:
-            self._open.pop(p.name)[1].close()
-        with immediate(catalog):  # not a stray of a build in progress: builds hold this lock
-            for p in projections:  # what is current now: a twin's rebuild may have swapped since ours
-                self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
-
-    def _rebuild_shadow(self, p: Projection, progress: Progress | None) -> None:
-        """Build a new file while the live one serves, then swap once it is not behind.
-
-        The catalog's write lock is held throughout: shadow builds of one folder run one at
-        a time, so none picks another's file name or deletes another's file in progress.
-        """
-        live = self.db(p.name)
-        with immediate(self.catalog.db):
-            path = self.catalog.next_file(p.name)
-            shadow = self._new_file(p, path)
-            self._log_id = None
-            head = self.source.head()
-            for batch, last in self._batches(0, head):
-                self._apply(p, shadow, batch, last)
-                if progress:
-                    progress(last, head)
-            with immediate(live):  # hold live catch-ups while the shadow passes the live position
-                live_at = files.tracked(live, p.name)
-                # A live view ahead of the log (or of another log) is wrong: pass the head, not it.
-                target = min(live_at.position, self.source.head()) if live_at else 0
-                shadow_at = files.tracked(shadow, p.name)
-                for batch, last in self._batches(shadow_at.position if shadow_at else 0, target):
-                    self._apply(p, shadow, batch, last)
-                self.catalog.point(p.name, path)
-            # Still under the lock: a stray now is old, never the next build's file.
-            self.catalog.remove_strays(p.name, keep={path})
-        shadow.close()
-        self._open.pop(p.name, None)
-
-    def close(self) -> None:
-        for _, db in self._open.values():
-            db.close()
-        self._open.clear()
-        self.catalog.db.close()
+                rebuilding.shadow(self, p, progress)
 
     # -- reporting -----------------------------------------------------------
 

@@ -6,30 +6,35 @@ import json
 import os
 import pathlib
 import re
-import signal
 import sqlite3
 import subprocess
-import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from adapters.home import Home, private_dir, private_file
 from adapters.runtime import procs, shim, table
+from adapters.runtime.forkserver import Forked, ForkServer, ForkServerFailed
+from adapters.runtime.interpreter import module_argv
 from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
-from adapters.runtime.shim import begin_immediate, utc_now, writing
-from adapters.runtime.zygote import Forked, Zygote, ZygoteFailed
+from adapters.runtime.shim import begin_immediate, connect, utc_now, writing
+from adapters.runtime.stopping import ACTIVE, Stopping
 
-SHIM = pathlib.Path(shim.__file__).resolve()
-ACTIVE = ("created", "running")
+# The port's names, importable from here too.
+__all__ = ["UNKNOWN_CLAIM", "DeployerExists", "LocalRuntime", "NoSuchDeployer", "Observed"]
+
+SHIM = "adapters.runtime.shim"  # run as a module: `python -m adapters.runtime.shim RUNTIME_DB NAME`
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
-_SHIM_EXIT_MARGIN = 5.0
 _LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
 
-class LocalRuntime:
+def shim_argv(db_path: pathlib.Path | str, name: str) -> list[str]:
+    """The argv of a shim started as an interpreter of its own (without the fork server)."""
+    return module_argv(SHIM, str(db_path), name)
+
+
+class LocalRuntime(Stopping):
     """Deployers as real processes (the runtime port); `home/runtime/runtime.db` is the truth about them."""
 
     def __init__(
@@ -47,14 +52,27 @@ class LocalRuntime:
         self._shims: dict[int, subprocess.Popen[bytes]] = {}  # ours to reap
         self._batch: list[str] | None = None  # names inserted by the open batched() transaction
         beat = None if heartbeat_max_age is None else (str(self.heartbeat_path), heartbeat_max_age)
-        self._zygote = Zygote(str(self._db_path), beat, self._forked)  # started by the first spawn
+        self._fork_server = ForkServer(str(self._db_path), beat, self._forked)  # started by the first spawn
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
         with self._home.init_lock():
             private_dir(self._logs)
             private_file(self._db_path)
-            return table.open_table(str(self._db_path), self._cache_kib)
+            db = connect(str(self._db_path), check_same_thread=False)
+            if self._cache_kib is not None:
+                db.execute(f"PRAGMA cache_size = -{int(self._cache_kib)}")
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            for statement in table.SCHEMA:
+                db.execute(statement)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(deployers)")}
+            for column, kind in table.ADDED_COLUMNS.items():
+                if column not in columns:
+                    db.execute(f"ALTER TABLE deployers ADD COLUMN {column} {kind}")
+            if "pass_env" not in columns:
+                table.forget_environments(db)
+        return db
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -71,7 +89,8 @@ class LocalRuntime:
         return [table.observed(row) for row in rows]
 
     def _row(self, name: str) -> sqlite3.Row | None:
-        return self._execute(table.ROW, (name,)).fetchone()
+        sql = "SELECT * FROM deployers WHERE name = ?"
+        return self._execute(sql, (name,)).fetchone()
 
     @property
     def folder(self) -> pathlib.Path:
@@ -181,13 +200,13 @@ class LocalRuntime:
         log = self.log_path(name)
         os.close(os.open(log, _LOG_FLAGS, 0o600))  # there, private, when create() returns
         try:
-            self._zygote.request(name, str(log))
-        except ZygoteFailed:
+            self._fork_server.request(name, str(log))
+        except ForkServerFailed:
             self._start_shim(name)
 
     def start_fork_server(self) -> bool:
         """Start the shims' fork server ahead of the first create (a controller's warm-up)."""
-        return self._zygote.start()
+        return self._fork_server.start()
 
     def _forked(self, forked: Forked) -> None:
         """The fork server's answer (on its reader thread): name the shim on its row, or start one."""
@@ -220,7 +239,7 @@ class LocalRuntime:
     def _popen_shim(self, name: str) -> tuple[int, int | None] | None:
         # Popen, not os.posix_spawn: glibc's posix_spawn leaves its internal signals
         # (32, 33) ignored in the child, and nothing can reset them after that.
-        argv = [sys.executable, "-I", "-S", str(SHIM), str(self._db_path), name]
+        argv = shim_argv(self._db_path, name)
         if self._heartbeat is not None:
             argv += [str(self.heartbeat_path), str(self._heartbeat)]
         log = os.open(self.log_path(name), _LOG_FLAGS, 0o600)
@@ -268,7 +287,7 @@ class LocalRuntime:
 
     def active(self) -> list[Observed]:
         """Rows in state created or running (served by the index on state)."""
-        return self._select(table.ACTIVE_ROWS)
+        return self._select(table.WHERE_ACTIVE)
 
     def get(self, name: str) -> Observed | None:
         found = self._select(" WHERE name = ?", (name,))
@@ -304,84 +323,6 @@ class LocalRuntime:
         if self._kill_remains(row):
             self._execute(table.LOST, ("shim vanished", utc_now(), name))
 
-    @staticmethod
-    def _kill_remains(row: sqlite3.Row) -> bool:
-        """With its shim dead: kill the deployer's group and whatever is left in the shim's session."""
-        if row["pgid"] is not None and not procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=0):
-            return False
-        return procs.kill_session_and_wait(row["shim_pid"], row["shim_start"])
-
-    def _finish_stop(self, row: sqlite3.Row) -> None:
-        """Set ended_at of a stopped or deleted deployer once nothing of it runs.
-
-        Its stopper sets it itself after the kill; if the stopper died in its grace
-        (or hangs), whoever observes past the deadline kills the group and the shim.
-        """
-        shim_alive = procs.is_alive(row["shim_pid"], row["shim_start"])
-        if row["stop_deadline"] is None or time.time() > row["stop_deadline"]:
-            if shim_alive:
-                os.kill(row["shim_pid"], signal.SIGKILL)
-                if not self._wait_shim(row, _SHIM_EXIT_MARGIN):
-                    return
-            if row["shim_pid"] is not None and not self._kill_remains(row):
-                return
-        elif shim_alive or (row["pgid"] is not None and procs.group_alive(row["pgid"], row["start_time"])):
-            return
-        self._execute(table.ENDED, (utc_now(), row["name"]))
-
-    def stop(self, name: str, *, reason: str, grace: float = 5.0) -> None:
-        """End a created or running deployer: state 'stopped', then its group is killed."""
-        row = self._end(name, "stopped", reason, ACTIVE, grace)
-        if row is not None:
-            self._terminate(row, grace)
-
-    def delete(self, name: str) -> None:
-        """What a user deleting a pod does; the row stays as a tombstone in state 'deleted'."""
-        states = ("created", "running", "exited", "stopped", "lost")
-        row = self._end(name, "deleted", "deleted by user", states, grace=5.0)
-        if row is not None:
-            self._terminate(row, grace=5.0)
-
-    def _end(
-        self,
-        name: str,
-        state: str,
-        reason: str,
-        from_states: tuple[str, ...],
-        grace: float,
-    ) -> sqlite3.Row | None:
-        """Move the row to `state`; the row as it was before, or None if it was not in from_states.
-
-        The stop deadline says when others may finish the kill if this process has not.
-        """
-        with self._tx() as db:
-            row = db.execute(table.ROW, (name,)).fetchone()
-            if row is None:
-                raise NoSuchDeployer(name)
-            if row["state"] not in from_states:
-                return None
-            sql = "UPDATE deployers SET state = ?, reason = ?, stop_deadline = ? WHERE name = ?"
-            db.execute(sql, (state, reason, time.time() + grace + 2 * _SHIM_EXIT_MARGIN, name))
-            return row
-
-    def _terminate(self, row: sqlite3.Row, grace: float) -> None:
-        gone = True
-        if row["pgid"] is not None:
-            gone = procs.kill_group_and_wait(row["pgid"], row["start_time"], grace=grace)
-        if row["shim_pid"] is not None:  # a shim between spawn and 'running' kills its child itself
-            gone = self._wait_shim(row, grace + _SHIM_EXIT_MARGIN) and gone
-        if gone:
-            self._execute(table.ENDED, (utc_now(), row["name"]))
-
-    def _wait_shim(self, row: sqlite3.Row, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while procs.is_alive(row["shim_pid"], row["shim_start"]):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        self._reap()
-        return True
-
     def prune(self, names: list[str]) -> None:
         """History limit: logs deleted, rows kept as tombstones marked pruned (ended rows only)."""
         for name in names:
@@ -390,7 +331,7 @@ class LocalRuntime:
 
     def close(self) -> None:
         """Close the table; running shims are detached on purpose and keep going."""
-        self._zygote.close()
+        self._fork_server.close()
         self._reap()
         with warnings.catch_warnings():
             # subprocess reaps a dropped, still running child itself (its _active list).

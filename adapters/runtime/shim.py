@@ -15,11 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from types import FrameType
 
-if __package__:
-    from adapters.runtime import procs
-else:  # run as `python -I -S shim.py`: the stdlib and this folder only
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import procs
+from adapters.runtime import procs
 
 BUSY_TIMEOUT = 30.0
 _PR_SET_PDEATHSIG = 1
@@ -316,7 +312,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 5:
         return run(argv[1], argv[2], (argv[3], float(argv[4])))
     if len(argv) != 3:
-        print("usage: shim.py RUNTIME_DB NAME [HEARTBEAT_FILE MAX_AGE_S]", file=sys.stderr)
+        print("usage: python -m adapters.runtime.shim RUNTIME_DB NAME [HEARTBEAT_FILE MAX_AGE_S]", file=sys.stderr)
         return 2
     return run(argv[1], argv[2])
 

@@ -1,11 +1,13 @@
-"""The local runtime's SQLite table (home/runtime/runtime.db): its schema, its statements, opening it."""
+"""The local runtime's table (`HOME/runtime/runtime.db`): its schema, its statements, and a row as
+the controller sees it."""
 
 from __future__ import annotations
 
 import sqlite3
 
+from adapters.runtime.port import UNKNOWN_CLAIM as UNKNOWN_CLAIM  # rows disowned by a rebind
 from adapters.runtime.port import Observed
-from adapters.runtime.shim import connect, writing
+from adapters.runtime.shim import writing
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS deployers (
@@ -24,9 +26,8 @@ OBSERVED = (
     "SELECT name, config, revision, attempt, state, exit_code, reason, created_at, ended_at, pruned, claim"
     " FROM deployers"
 )
-ROW = "SELECT * FROM deployers WHERE name = ?"
-ACTIVE_ROWS = " WHERE state IN ('created', 'running')"
-ACTIVE_NAMES = "SELECT name FROM deployers" + ACTIVE_ROWS
+WHERE_ACTIVE = " WHERE state IN ('created', 'running')"
+ACTIVE_NAMES = "SELECT name FROM deployers" + WHERE_ACTIVE
 ORDER = " ORDER BY created_at, name"
 INSERT = (
     "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, pass_env, cwd,"
@@ -65,22 +66,5 @@ def forget_environments(db: sqlite3.Connection) -> None:
 
 
 def observed(row: sqlite3.Row) -> Observed:
+    """A row of the table as the port's Observed."""
     return Observed(**{**dict(row), "pruned": bool(row["pruned"])})
-
-
-def open_table(path: str, cache_kib: int | None) -> sqlite3.Connection:
-    """Connect (WAL), creating the table, or bringing one made by an older release up to date."""
-    db = connect(path, check_same_thread=False)
-    if cache_kib is not None:
-        db.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
-    if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        db.execute("PRAGMA journal_mode = WAL")
-    for statement in SCHEMA:
-        db.execute(statement)
-    columns = {row["name"] for row in db.execute("PRAGMA table_info(deployers)")}
-    for column, kind in ADDED_COLUMNS.items():
-        if column not in columns:
-            db.execute(f"ALTER TABLE deployers ADD COLUMN {column} {kind}")
-    if "pass_env" not in columns:
-        forget_environments(db)
-    return db

@@ -29,6 +29,9 @@ from adapters.log_source import RecorderSource
 from domain.spec import Spec
 from projections.store import BY_NAME, ProjectionStore
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
+
 SUPERSEDED = "web-1-deploy-1"
 SUCCESSOR = "web-2-deploy-1"
 

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"seed": "1", "configs": "3", "rollouts": "20", "controllers": "2", "minutes": "1"}
 CLEAN = (

@@ -6,8 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Rollouts
 from tests.integration.test_hash_chain import Log
+
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
 
 def rollout(rollouts: Rollouts, code: int = 0) -> None:

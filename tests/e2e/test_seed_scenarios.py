@@ -26,6 +26,8 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 from ground_truth import check, deployer_argv, group_alive, kill_leftovers, read, run_driver, starts, wait_for
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
 FREEZE = {"ROLLOUTS_FREEZE_PROJECTIONS": "1"}
 CREATIONS = ("DeployerClaimed", "DeployerCreated", "HookCreated")
 

@@ -131,7 +131,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(params=["in-process", "subprocess"])
+@pytest.fixture(params=["in-process", pytest.param("subprocess", marks=pytest.mark.slow)])
 def invoke(request: pytest.FixtureRequest, rollouts: Rollouts) -> Callable[..., Result]:
     """A home holding config web with version 1 open; the CLI run one way or the other."""
     assert rollouts.run("config", "create", "web", "--", "true").exit_code == 0

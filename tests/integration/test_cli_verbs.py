@@ -62,6 +62,7 @@ def paused(rollouts: Rollouts) -> None:
     ok(rollouts.run("rollout", "pause", "web"))
 
 
+@pytest.mark.slow  # real processes
 @pytest.mark.parametrize(
     ("setup", "args"),
     [
@@ -92,6 +93,7 @@ def test_a_refused_verb_exits_1_with_one_error_line_and_appends_nothing(
     assert rollouts.event_count() == before
 
 
+@pytest.mark.slow  # real processes
 def test_a_new_version_shows_at_once_in_the_history(rollouts: Rollouts) -> None:
     created(rollouts)
     version = int(ok(rollouts.sh("rollout", "latest", "web", "--reason", "ship 1.4")).stdout)
@@ -99,6 +101,7 @@ def test_a_new_version_shows_at_once_in_the_history(rollouts: Rollouts) -> None:
     assert [(r["version"], r["phase"], r["message"]) for r in rows] == [(version, "New", "ship 1.4")]
 
 
+@pytest.mark.slow  # real processes
 def test_history_json_has_the_contract_keys_and_values(rollouts: Rollouts) -> None:
     completed(rollouts)
     ok(rollouts.run("rollout", "latest", "web", "--reason", "second"))
@@ -141,6 +144,7 @@ def test_events_json_data_is_what_the_event_says_without_the_stores_wrappers(rol
     assert created["data"]["revision"] == 1
 
 
+@pytest.mark.slow  # real processes
 def test_deployers_list_json_has_the_contract_keys(rollouts: Rollouts) -> None:
     completed(rollouts)
     [row] = as_json(rollouts.run("deployers", "list", "-o", "json"))
@@ -154,6 +158,7 @@ def test_deployers_list_json_has_the_contract_keys(rollouts: Rollouts) -> None:
     }
 
 
+@pytest.mark.slow  # real processes
 def test_audit_json_counts_every_event_and_finds_no_violation(rollouts: Rollouts) -> None:
     completed(rollouts)
     report = as_json(rollouts.run("audit", "-o", "json"))
@@ -170,6 +175,7 @@ def test_the_as_option_names_the_actor_of_the_events(rollouts: Rollouts) -> None
     assert {r["actor"] for r in events(rollouts)} == {"alice", "tester@test"}
 
 
+@pytest.mark.slow  # real processes
 @pytest.mark.parametrize("tz", ["America/New_York", "Asia/Tokyo"])
 def test_since_without_an_offset_is_utc_whatever_the_local_zone(rollouts: Rollouts, tz: str) -> None:
     created(rollouts)
@@ -206,18 +212,21 @@ def test_status_exits_0_while_the_deployment_is_open(rollouts: Rollouts) -> None
     assert "New" in ok(rollouts.run("rollout", "status", "web")).stdout
 
 
+@pytest.mark.slow  # real processes
 def test_status_exits_1_once_a_false_deployer_failed(rollouts: Rollouts) -> None:
     completed(rollouts, "false")
     result = rollouts.run("rollout", "status", "web")
     assert result.exit_code == 1 and "Failed" in result.stdout, result
 
 
+@pytest.mark.slow  # real processes
 def test_status_exits_0_once_complete_with_and_without_watch(rollouts: Rollouts) -> None:
     completed(rollouts)
     assert "Complete" in ok(rollouts.run("rollout", "status", "web")).stdout
     assert "Complete" in ok(rollouts.sh("rollout", "status", "web", "--watch", "--timeout", "5")).stdout
 
 
+@pytest.mark.slow  # real processes
 def test_watch_gives_up_with_exit_1_at_its_timeout_when_no_controller_runs(rollouts: Rollouts) -> None:
     opened(rollouts)
     started = time.monotonic()
@@ -227,6 +236,7 @@ def test_watch_gives_up_with_exit_1_at_its_timeout_when_no_controller_runs(rollo
     assert result.stderr.startswith("error:") and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # real processes
 def test_retry_of_a_failed_deployment_opens_the_next_attempt_of_the_same_version(rollouts: Rollouts) -> None:
     completed(rollouts, "false")
     ok(rollouts.run("rollout", "retry", "web"))
@@ -288,6 +298,7 @@ def test_config_set_with_a_real_change_triggers_the_next_version(rollouts: Rollo
     assert [(r["version"], r["cause"]) for r in history(rollouts)] == [(1, "config change"), (2, "config change")]
 
 
+@pytest.mark.slow  # real processes
 def test_home_is_0700_and_its_files_0600_even_under_umask_0(rollouts: Rollouts) -> None:
     for args in (("config", "create", "web", "--", "true"), ("rollout", "latest", "web")):
         proc = rollouts.popen(*args, preexec_fn=lambda: os.umask(0))

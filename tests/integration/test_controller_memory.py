@@ -9,6 +9,8 @@ import pytest
 from adapters.controller import loop
 from adapters.controller.loop import SQLITE_CACHE_KIB
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
 
 def test_the_controller_bounds_the_page_cache_of_each_connection_it_keeps(
     rollouts: Any, monkeypatch: pytest.MonkeyPatch

@@ -16,6 +16,9 @@ import pytest
 
 from adapters.controller.twins import Twins
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -18,11 +18,14 @@ from adapters.home import Home
 from adapters.runtime.local import LocalRuntime
 from domain.spec import Spec
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
 
 @pytest.fixture(params=["inotify", "polling"])
 def parts(
     tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Any, LocalRuntime, Watch]]:
+
     if request.param == "polling":  # where inotify cannot be had: data_version is polled
         monkeypatch.setattr(watch_module._Inotify, "of", classmethod(lambda cls, databases: None))
     home = Home(tmp_path / "home").ensure()

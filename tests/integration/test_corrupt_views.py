@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
+
 if TYPE_CHECKING:
     from tests.conftest import Result, Rollouts
 

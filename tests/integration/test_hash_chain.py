@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import POSTGRES, Rollouts
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
 
 class Log:
     """Direct access to a store's tables, as an attacker with the file or the database would have."""

@@ -16,14 +16,18 @@ from typing import TypeVar
 import pytest
 
 from adapters.runtime import procs
+from adapters.runtime.forkserver import ForkServer
 from adapters.runtime.local import (
     SHIM,
     DeployerExists,
     LocalRuntime,
     NoSuchDeployer,
     Observed,
+    shim_argv,
 )
-from adapters.runtime.zygote import Zygote
+
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NAME = "app-1-deploy-1"
@@ -253,7 +257,7 @@ def test_a_shim_that_starts_after_its_row_was_stopped_runs_nothing(
     create(runtime, ["touch", str(marker)])
     runtime.stop(NAME, reason="cancelled")
     db = home / "runtime" / "runtime.db"
-    subprocess.run([sys.executable, "-I", "-S", str(SHIM), str(db), NAME], check=True, timeout=10)
+    subprocess.run(shim_argv(db, NAME), check=True, timeout=10)
     assert not marker.exists()
     assert row_of(runtime).state == "stopped"
 
@@ -388,7 +392,7 @@ def test_the_fork_server_starts_a_detached_shim_that_outlives_it(home: pathlib.P
     create(rt, [*SLEEP_FOREVER, str(tmp_path / "pids")])
     pid, shim = pids_of(tmp_path / "pids")
     pid_start, shim_start = procs.start_time_of(pid), procs.start_time_of(shim)
-    server = rt._zygote.pid
+    server = rt._fork_server.pid
     assert server is not None and parent_of(shim) == server
     assert os.getsid(shim) == shim  # a session of its own, as Popen(start_new_session=True) makes
     assert (os.getpgid(pid), os.getsid(pid)) == (pid, shim)  # the deployer: its own group, in the shim's session
@@ -406,7 +410,7 @@ def test_the_fork_server_starts_a_detached_shim_that_outlives_it(home: pathlib.P
 def test_shims_forked_by_the_server_are_reaped_while_it_lives(runtime: LocalRuntime) -> None:
     create(runtime, ["true"])
     ended(runtime)
-    server = runtime._zygote.pid
+    server = runtime._fork_server.pid
     assert server is not None
     children = pathlib.Path(f"/proc/{server}/task/{server}/children")
     wait_for(lambda: children.read_text().strip() == "", timeout=5)  # no zombie left behind
@@ -419,7 +423,7 @@ def test_two_shims_started_for_one_row_run_its_deployer_once(
     monkeypatch.setattr(runtime, "_spawn", lambda name: None)
     create(runtime, ["sh", "-c", 'echo run >> "$0"', str(out)])
     db = home / "runtime" / "runtime.db"
-    shims = [subprocess.Popen([sys.executable, "-I", "-S", str(SHIM), str(db), NAME]) for _ in range(3)]
+    shims = [subprocess.Popen(shim_argv(db, NAME)) for _ in range(3)]
     assert [s.wait(timeout=30) for s in shims] == [0, 0, 0]
     assert ended(runtime).exit_code == 0
     assert out.read_text() == "run\n"
@@ -435,7 +439,7 @@ def test_a_shim_that_its_row_does_not_name_runs_nothing(
     try:
         runtime._record_shim(NAME, other.pid, procs.start_time_of(other.pid))  # the spawner named another shim
         db = home / "runtime" / "runtime.db"
-        subprocess.run([sys.executable, "-I", "-S", str(SHIM), str(db), NAME], check=True, timeout=10)
+        subprocess.run(shim_argv(db, NAME), check=True, timeout=10)
         assert not marker.exists()
         assert row_of(runtime).state == "created"
     finally:
@@ -446,9 +450,9 @@ def test_a_shim_that_its_row_does_not_name_runs_nothing(
 def test_without_a_fork_server_the_shim_starts_as_an_interpreter_of_its_own(
     runtime: LocalRuntime, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = Zygote(str(tmp_path / "unused.db"), None, runtime._forked)
+    broken = ForkServer(str(tmp_path / "unused.db"), None, runtime._forked)
     monkeypatch.setattr(broken, "_argv", [str(tmp_path / "no-such-python")])
-    monkeypatch.setattr(runtime, "_zygote", broken)
+    monkeypatch.setattr(runtime, "_fork_server", broken)
     create(runtime, [*SLEEP_FOREVER, str(tmp_path / "pids")])
     _, shim = pids_of(tmp_path / "pids")
     assert parent_of(shim) == os.getpid()
@@ -459,10 +463,10 @@ def test_without_a_fork_server_the_shim_starts_as_an_interpreter_of_its_own(
 def test_a_fork_server_that_died_is_started_again(runtime: LocalRuntime, tmp_path: pathlib.Path) -> None:
     create(runtime, ["true"])
     ended(runtime)
-    first = runtime._zygote.pid
+    first = runtime._fork_server.pid
     assert first is not None
     os.kill(first, signal.SIGKILL)
-    wait_for(lambda: runtime._zygote._proc is not None and runtime._zygote._proc.poll() is not None)
+    wait_for(lambda: runtime._fork_server._proc is not None and runtime._fork_server._proc.poll() is not None)
     out = tmp_path / "out"
     second = "app-2-deploy-1"
     runtime.create(
@@ -470,7 +474,7 @@ def test_a_fork_server_that_died_is_started_again(runtime: LocalRuntime, tmp_pat
     )
     wait_for(lambda: (row := runtime.get(second)) is not None and row.state == "exited")
     assert out.read_text() == "ran\n"
-    assert runtime._zygote.pid not in (None, first)
+    assert runtime._fork_server.pid not in (None, first)
 
 
 def test_requests_a_dying_fork_server_left_unanswered_get_shims_of_their_own(
@@ -478,7 +482,7 @@ def test_requests_a_dying_fork_server_left_unanswered_get_shims_of_their_own(
 ) -> None:
     create(runtime, ["true"])
     ended(runtime)
-    server = runtime._zygote.pid
+    server = runtime._fork_server.pid
     assert server is not None
     os.kill(server, signal.SIGSTOP)  # it takes no request from now on
     names = ["app-2-deploy-1", "app-3-deploy-1"]

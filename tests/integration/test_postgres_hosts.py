@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
 DEPLOYER = (
     'echo "start $ROLLOUT_DEPLOYER $(date +%s.%N)" >> {gt}; sleep {s}; '
     'echo "end $ROLLOUT_DEPLOYER $(date +%s.%N)" >> {gt}'

@@ -385,6 +385,7 @@ def bulk_history(
 
 CHILD = r"""
 import json, sys, time
+import projections.build as B
 import projections.store as S
 from adapters.eventstore import open_app
 from adapters.home import Home
@@ -392,7 +393,7 @@ from adapters.log_source import RecorderSource
 from projections.store import ProjectionStore
 
 home, mode, S.BATCH = Home(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-S.REBUILD_BATCH = S.BATCH
+B.REBUILD_BATCH = S.BATCH
 app = open_app(home, None)
 
 class Loud(RecorderSource):
@@ -730,6 +731,7 @@ def test_notifications_delivered_again_change_nothing(
 # -- crashes ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # real processes
 @pytest.mark.parametrize("mode", ["catch-up", "rebuild", "shadow"])
 def test_a_sigkill_in_the_middle_leaves_a_consistent_view_that_continues(mode: str, big_home: Log, tmp: Path) -> None:
     rng = random.Random(mode)
@@ -946,6 +948,7 @@ def test_a_version_bump_is_detected_flagged_and_rebuilt(
 # -- concurrency -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # real processes
 @pytest.mark.parametrize(
     "modes",
     [
@@ -1087,6 +1090,7 @@ def test_two_shadow_rebuilds_at_once_run_one_after_the_other_into_files_of_their
     assert_same(actual, fresh(big_home, tmp / "fresh", only=history))
 
 
+@pytest.mark.slow  # real processes
 def test_a_shadow_swap_is_seen_by_other_processes_after_another_reader_came_and_went(
     random_home: tuple[Log, Dump],
 ) -> None:

@@ -12,6 +12,8 @@ import pytest
 from adapters.runtime import procs
 from adapters.runtime.local import LocalRuntime
 
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
 NAME = "app-1-deploy-1"
 
 

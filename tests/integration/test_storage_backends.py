@@ -6,10 +6,14 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from adapters.application import RolloutsApp, new_meta
 from adapters.eventstore import open_app
 from adapters.home import Home
 from domain.spec import Spec
+
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
 
 def app_on(home: Path, store: str | None) -> RolloutsApp:

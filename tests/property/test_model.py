@@ -46,6 +46,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlite_utils
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -994,6 +995,7 @@ TestRolloutModel.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
 )
+TestRolloutModel.pytestmark = [pytest.mark.slow]  # EXAMPLES runs of STEPS steps: minutes
 
 
 # -- regressions: sequences hypothesis found, replayed step by step ----------------------------

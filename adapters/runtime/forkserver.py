@@ -2,7 +2,7 @@
 
 Starting a shim as its own interpreter costs tens of milliseconds of CPU (Python's start and
 the shim's imports); a fork of this small, single-threaded process costs about one. A forked
-shim is set up as `python -I -S shim.py DB NAME` started by the controller would be: its own
+shim is set up as `python -m adapters.runtime.shim DB NAME` started by the controller would be: its own
 session, stdin from /dev/null, stdout and stderr to its log, the controller's environment (less
 the store URL), working directory and umask (this server's), and it outlives the controller.
 This server reaps the shims it forked while it lives (as the controller reaps the shims it
@@ -29,12 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-if __package__:
-    from adapters.runtime import procs, shim
-else:  # run as `python -I -S zygote.py`: the stdlib and this folder only
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import procs
-    import shim
+from adapters.runtime import procs, shim
+from adapters.runtime.interpreter import module_argv
 
 LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 READY = b"ready\n"
@@ -43,7 +39,7 @@ _READER_JOIN_S = 5.0
 _START_S = 30.0  # the longest a server may take to say it is ready
 
 
-# -- server (the zygote process) ----------------------------------------------------------------
+# -- server (the fork server process) ----------------------------------------------------------------
 
 
 def _reap() -> None:
@@ -126,7 +122,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 4:
         return serve(argv[1], (argv[2], float(argv[3])))
     if len(argv) != 2:
-        print("usage: zygote.py RUNTIME_DB [HEARTBEAT_FILE MAX_AGE_S]", file=sys.stderr)
+        print("usage: python -m adapters.runtime.forkserver RUNTIME_DB [HEARTBEAT_FILE MAX_AGE_S]", file=sys.stderr)
         return 2
     return serve(argv[1])
 
@@ -134,7 +130,7 @@ def main(argv: list[str]) -> int:
 # -- client (in the controller) -----------------------------------------------------------------
 
 
-class ZygoteFailed(Exception):
+class ForkServerFailed(Exception):
     """The fork server could not take the request: nothing was forked for it."""
 
 
@@ -151,7 +147,7 @@ class Forked:
 Answered = Callable[[Forked], None]
 
 
-class Zygote:
+class ForkServer:
     """The controller's handle on its fork server, started on first use and again if it died.
 
     Requests do not wait for their answer: a thread of this process reads the answers and hands
@@ -159,7 +155,7 @@ class Zygote:
     """
 
     def __init__(self, db_path: str, heartbeat: tuple[str, float] | None, answered: Answered) -> None:
-        self._argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), db_path]
+        self._argv = module_argv("adapters.runtime.forkserver", db_path)
         if heartbeat is not None:
             self._argv += [heartbeat[0], str(heartbeat[1])]
         self._answered = answered
@@ -179,14 +175,14 @@ class Zygote:
         with self._requesting:
             try:
                 self._running()
-            except ZygoteFailed:
+            except ForkServerFailed:
                 return False
             return True
 
     def request(self, name: str, log_path: str) -> None:
         """Ask for a detached shim for deployer `name`; its answer comes to `answered` later.
 
-        ZygoteFailed: the request was not taken (the server cannot start, or has died).
+        ForkServerFailed: the request was not taken (the server cannot start, or has died).
         """
         request = json.dumps({"name": name, "log": log_path}).encode() + b"\n"
         with self._requesting:
@@ -202,14 +198,14 @@ class Zygote:
                     if name not in pending:
                         return  # the reader has answered it already
                     pending.remove(name)
-                raise ZygoteFailed(f"fork server failed: {exc}") from None
+                raise ForkServerFailed(f"fork server failed: {exc}") from None
 
     def _running(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._end_server()
         if self._broken is not None:
-            raise ZygoteFailed(self._broken)
+            raise ForkServerFailed(self._broken)
         try:
             proc = subprocess.Popen(
                 self._argv,
@@ -221,17 +217,17 @@ class Zygote:
             )
         except OSError as exc:
             self._broken = f"fork server did not start: {exc}"
-            raise ZygoteFailed(self._broken) from None
+            raise ForkServerFailed(self._broken) from None
         started, _, _ = select.select([proc.stdout], [], [], _START_S)
         ready = proc.stdout.readline() if started else b"no answer"  # type: ignore[union-attr]
         if ready != READY:
             proc.kill()
             proc.communicate()
             self._broken = f"fork server did not start: {ready!r}"
-            raise ZygoteFailed(self._broken)
+            raise ForkServerFailed(self._broken)
         self._proc, self._pending = proc, deque()
         self._reader = threading.Thread(
-            target=self._read, args=(proc, self._pending), name="zygote-answers", daemon=True
+            target=self._read, args=(proc, self._pending), name="fork-server-answers", daemon=True
         )
         self._reader.start()
         return proc

@@ -1,0 +1,188 @@
+"""The live file of each view: opened, checked, and replaced by one rebuilt from the log when it
+is not a readable view (random bytes, zero length, another schema: a cache miss)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import sqlite_utils
+
+from projections import files, health, locks
+from projections.files import Catalog, Tracked
+from projections.health import BrokenView
+from projections.projection import Projection
+from projections.registry import BY_NAME
+from projections.source import EventSource
+
+Warn = Callable[[str], None]
+
+
+class LiveFiles:
+    """The projections folder of one home, fed by one event source: which file serves each view.
+
+    Locks are taken in the order that `projections.locks` writes down."""
+
+    def __init__(
+        self,
+        folder: Path,
+        source: EventSource,
+        *,
+        frozen: bool = False,
+        warn: Warn | None = None,
+        cache_kib: int | None = None,
+    ) -> None:
+        """With `cache_kib`, each projection file's connection caches at most that many KiB of pages
+        (SQLite's default is 2,000 KiB): a long-lived process keeps its memory flat as files grow."""
+        self.folder = folder
+        self.cache_kib = cache_kib
+        self.source = source
+        self.frozen = frozen
+        self.warn = warn or (lambda _: None)
+        self.catalog = Catalog(folder, self.warn)
+        self._open: dict[str, tuple[Path, sqlite_utils.Database]] = {}
+        self._inodes: dict[str, tuple[int, int] | None] = {}  # of each open file, when opened
+        self._log_id: str | None = None
+
+    def log_id(self) -> str:
+        if not self._log_id:
+            self._log_id = self.source.identity()
+        return self._log_id
+
+    # -- opening -------------------------------------------------------------
+
+    def _reopen(self, why: str) -> None:
+        """The catalog this long-lived store holds is gone or broken: start again from the folder's."""
+        self.warn(why)
+        self.close()
+        self.catalog = Catalog(self.folder, self.warn)
+
+    def db(self, name: str) -> sqlite_utils.Database:
+        """The current file of projection `name`: a readable view (rebuilt when it is not one)."""
+        try:
+            path = self.catalog.current(name)
+        except sqlite3.DatabaseError as error:
+            if not health.is_broken(error):
+                raise
+            self._reopen(f"projections catalog {self.catalog.path} is not readable: rebuilding the views")
+            path = self.catalog.current(name)
+        if name in self._open and self._open[name][0] == path:
+            return self._open[name][1]
+        self._forget(name)  # a swapped-out file: close it now, not at the next GC
+        db = self._connect_current(BY_NAME[name])
+        if self.cache_kib is not None:
+            db.execute(f"PRAGMA cache_size = -{int(self.cache_kib)}")
+        self._open[name] = (self.catalog.current(name), db)  # type: ignore[assignment]
+        self._inodes[name] = files.identity(self._open[name][0])
+        return db
+
+    def _forget(self, name: str) -> None:
+        if name in self._open:
+            self._open.pop(name)[1].close()
+
+    def _connect_current(self, projection: Projection) -> sqlite_utils.Database:
+        for _ in range(10):
+            path = self.catalog.current(projection.name)
+            if path is None or not path.exists():
+                created = self._create_current(projection)
+                if created is not None:
+                    return created
+                continue  # a twin created it meanwhile: open and check it as any other
+            try:
+                conn = sqlite3.connect(
+                    f"file:{path}?mode=rw",
+                    uri=True,
+                    timeout=files.BUSY_TIMEOUT_S,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.OperationalError:
+                continue  # swapped and removed between the lookup and the open
+            db = sqlite_utils.Database(conn, execute_plugins=False)
+            problem = health.file_problem(path) or health.schema_problem(db, projection)
+            if problem is None:
+                conn.execute("PRAGMA synchronous=NORMAL")
+                return db
+            db.close()
+            if self.frozen:  # served exactly as on disk, never rebuilt (a fault-injection switch)
+                raise BrokenView(projection.name, path, problem)
+            self._heal(BrokenView(projection.name, path, problem))
+        raise RuntimeError(f"cannot open projection {projection.name}")
+
+    def _create_current(self, projection: Projection) -> sqlite_utils.Database | None:
+        with locks.setup(self.catalog), locks.catalog_write(self.catalog):
+            path = self.catalog.current(projection.name)
+            if path is None or not path.exists():
+                path = self.catalog.next_file(projection.name)
+                self.catalog.point(projection.name, path)
+                return self._new_file(projection, path)
+            return None
+
+    def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
+        db = files.connect(path)
+        with locks.view_write(db):
+            projection.create(db)
+            files.track(db, projection.name, Tracked(projection.version, 0, ""))
+        return db
+
+    # -- healing -------------------------------------------------------------
+
+    def _heal(self, broken: BrokenView) -> None:
+        """Replace a file that is not a readable view by one rebuilt from the log: a cache miss.
+
+        Under the catalog's write lock, as every build (a twin may have healed or swapped it
+        meanwhile: then nothing is done). Nested in a rebuild that already holds that lock,
+        the replacement commits with the rebuild."""
+        self.warn(f"{broken}: rebuilding it")
+        p = BY_NAME[broken.name]
+        self._forget(p.name)
+        with locks.catalog_write_unless_held(self.catalog) as taken:
+            if self.catalog.current(p.name) == broken.path:
+                path = self.catalog.next_file(p.name)
+                from projections import build  # rebuilds only: not on every read's import path
+
+                build.build(self.source, [p], {p.name: path}, self.source.head(), self.log_id(), build.REBUILD_BATCH)
+                self.catalog.point(p.name, path)
+        if taken:
+            with locks.catalog_write(self.catalog):
+                self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
+
+    def heal_broken(self) -> bool:
+        """After an SQLite error that may come from a view: rebuild each open one that is broken."""
+        healed = False
+        for name, (path, db) in list(self._open.items()):
+            problem = health.file_problem(path) or health.integrity_problem(db)
+            if problem:
+                self._heal(BrokenView(name, path, problem))
+                healed = True
+        return healed
+
+    @contextlib.contextmanager
+    def _guard(self, name: str) -> Iterator[None]:
+        """An SQLite error that says the open file of `name` is broken becomes BrokenView."""
+        try:
+            yield
+        except sqlite3.DatabaseError as error:
+            if not health.is_broken(error) or name not in self._open:
+                raise
+            raise BrokenView(name, self._open[name][0], " ".join(str(error).split())) from None
+
+    def query(self, name: str, sql: str, params: Sequence[object] = ()) -> list[dict[str, object]]:
+        """The rows of `sql` on projection `name`; a file found broken is rebuilt and asked again."""
+        for tries in (1, 0):
+            try:
+                with self._guard(name):
+                    return list(self.db(name).query(sql, params))
+            except BrokenView as broken:
+                if not tries:
+                    raise
+                self._heal(broken)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        for _, db in self._open.values():
+            db.close()
+        self._open.clear()
+        self.catalog.db.close()

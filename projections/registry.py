@@ -1,0 +1,26 @@
+"""The read models this program keeps, by name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from projections.audit_view import AuditView
+from projections.desired import Desired
+from projections.history import History
+from projections.projection import Projection
+
+ALL: tuple[Projection, ...] = (Desired(), History(), AuditView())
+BY_NAME = {p.name: p for p in ALL}
+
+
+class UnknownProjection(ValueError):
+    pass
+
+
+def projections_named(names: Iterable[str]) -> list[Projection]:
+    chosen = []
+    for name in names:
+        if name not in BY_NAME:
+            raise UnknownProjection(f"no projection named {name!r} (known: {', '.join(BY_NAME)})")
+        chosen.append(BY_NAME[name])
+    return chosen or list(ALL)

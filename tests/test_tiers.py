@@ -1,0 +1,48 @@
+"""Every test module is in the fast tier or marked slow, so `python -m pytest -m "not slow"` stays quick.
+
+A new test module must be placed consciously: listed in FAST (its unmarked tests together take
+seconds; a slow test inside one carries `@pytest.mark.slow` itself), or marked as a whole with
+`pytestmark = pytest.mark.slow` (real processes, controllers, e2e scenarios, chaos, long runs).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+FAST = {
+    "test_tiers.py",
+    "unit/test_audit.py",
+    "unit/test_chain.py",
+    "unit/test_config_rules.py",
+    "unit/test_deployment_phases.py",
+    "unit/test_executor_guards.py",
+    "unit/test_launch.py",
+    "unit/test_phase_fold.py",
+    "unit/test_plan.py",
+    "unit/test_spec.py",
+    "integration/test_audit_bad_history.py",
+    "integration/test_cli_errors.py",
+    "integration/test_cli_verbs.py",
+    "integration/test_projections.py",
+    "property/test_model.py",
+}
+
+
+def marked_slow(path: Path) -> bool:
+    """Whether the module sets `pytestmark` to `pytest.mark.slow` (alone or in a list)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
+            return any(ast.unparse(v) == "pytest.mark.slow" for v in values)
+    return False
+
+
+def test_every_test_module_is_in_the_fast_tier_or_marked_slow() -> None:
+    modules = {str(p.relative_to(TESTS)): p for p in TESTS.rglob("test_*.py")}
+    unplaced = [name for name, path in sorted(modules.items()) if name not in FAST and not marked_slow(path)]
+    assert not unplaced, f"list these in FAST in tests/test_tiers.py, or set pytestmark = pytest.mark.slow: {unplaced}"
+    both = [name for name in sorted(FAST) if name in modules and marked_slow(modules[name])]
+    assert not both, f"marked slow as a whole, yet listed in FAST: {both}"
+    assert not FAST - set(modules), f"FAST lists modules that do not exist: {sorted(FAST - set(modules))}"
