@@ -21,10 +21,13 @@ FAST = {
     "unit/test_launch.py",
     "unit/test_phase_fold.py",
     "unit/test_plan.py",
+    "unit/test_runtime_port.py",
+    "unit/test_step.py",
     "unit/test_spec.py",
     "integration/test_audit_bad_history.py",
     "integration/test_cli_errors.py",
     "integration/test_cli_verbs.py",
+    "integration/test_events_paging.py",
     "integration/test_projections.py",
     "property/test_model.py",
 }

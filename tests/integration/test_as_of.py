@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import Rollouts
 
+pytestmark = pytest.mark.slow  # real subprocesses and stores
+
 ASKED = (
     ("rollout", "status", "web"),
     ("rollout", "history", "web", "-o", "json"),

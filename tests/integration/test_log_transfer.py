@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import Rollouts
 
+pytestmark = pytest.mark.slow  # real subprocesses and stores
+
 
 def history(rollouts: Rollouts, marker: Path) -> None:
     command = ["sh", "-c", f'echo "$ROLLOUT_DEPLOYER" >> {marker}']

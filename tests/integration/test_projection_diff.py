@@ -6,7 +6,11 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Rollouts
+
+pytestmark = pytest.mark.slow  # real subprocesses and stores
 
 
 def live_file(rollouts: Rollouts, name: str) -> Path:
