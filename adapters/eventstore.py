@@ -9,11 +9,12 @@ from typing import Any
 
 from adapters.home import Home, private_file
 from adapters.store_url import PostgresURL, parse_store
+from domain.errors import StoreProblem
 
 APP_NAME = "rollouts"  # RolloutsApp.name: PostgreSQL tables are named after it
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(StoreProblem):
     """The store cannot be reached or used (the CLI exits 5)."""
 
 

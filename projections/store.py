@@ -10,6 +10,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from domain.errors import UsageError
 from projections import files, health
 from projections.audit_view import AuditView
 from projections.desired import Desired
@@ -41,7 +42,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-class UnknownProjection(ValueError):
+class UnknownProjection(UsageError):
     pass
 
 
