@@ -8,8 +8,8 @@ from dataclasses import asdict
 
 import click
 
-from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import output_option, show
+from adapters.cli.params import name_argument
 from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION
 from domain.errors import NotFound
@@ -84,7 +84,7 @@ def delete(state: State, deployer: str) -> None:
 
 
 @click.command()
-@click.argument("name", callback=valid_name)
+@name_argument
 @click.option("--revision", type=REVISION, help="Default: the latest version.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing output until the deployment ends.")
 @pass_reader
