@@ -1,6 +1,6 @@
 """Telling driver and OS errors apart by their types and codes: a full or failing disk, a lock held
-too long, a store or file that cannot be used. Only where a driver gives no code is text read,
-and then here alone (`_lock_text`)."""
+too long, a store or file that cannot be used, a missing table. Only where a driver gives no code
+(or one code for many errors) is text read, and then here alone (`_lock_text`, `missing_table`)."""
 
 from __future__ import annotations
 
@@ -72,6 +72,21 @@ def is_lock_timeout(error: BaseException) -> bool:
 
 def _lock_text(text: str) -> bool:
     return "locked" in text or "timeout" in text
+
+
+def missing_table(error: BaseException) -> bool:
+    """Whether `error` says a table (or its schema) does not exist (a log made before that table was added).
+
+    PostgreSQL says so with a code (undefined_table); SQLite's SQLITE_ERROR covers every SQL error,
+    so its text tells this one from the others."""
+    for link in causes(error):
+        sqlstate = _sqlstate(link)
+        if sqlstate is not None:
+            return sqlstate in ("42P01", "3F000")  # undefined_table, invalid_schema_name
+        code = _sqlite_code(link)
+        if code is not None:
+            return code == 1 and "no such table" in str(link)
+    return False
 
 
 def unusable_store(error: BaseException) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 import click
 
@@ -96,9 +97,12 @@ def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
       rollouts logs web
       rollouts logs web --revision 2 -f
     """
-    from adapters.cli.rollout_cmds import history_rows
+    from projections.history_queries import deployments
 
-    rows = history_rows(state, name, revision)
+    def history(revision: int | None) -> list[dict[str, Any]]:
+        return deployments(state.read("history").db("history"), name, revision)
+
+    rows = history(revision)
     if not rows:
         raise NotFound(f"config {name!r} has no deployment yet")
     version = rows[-1]["version"]
@@ -109,7 +113,7 @@ def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
         while True:
             for deployer in names:
                 offsets[deployer] = _print_from(rt.log_path(deployer), offsets[deployer])
-            if not follow or history_rows(state, name, version)[0]["phase"] in ("Complete", "Failed"):
+            if not follow or history(version)[0]["phase"] in ("Complete", "Failed"):
                 break
             time.sleep(0.2)
             names = [r.name for r in rt.list(include_pruned=True) if r.config == name and r.revision == version]

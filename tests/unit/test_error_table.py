@@ -13,7 +13,7 @@ from adapters.application import NotUTF8, WriteConflict
 from adapters.binding import HomeBoundElsewhere
 from adapters.cli.errors import CONFLICT, INTERNAL, MISSING, REFUSED, STORE, USAGE, exit_code_for
 from adapters.eventstore import StoreUnavailable
-from adapters.failures import is_lock_timeout
+from adapters.failures import is_lock_timeout, missing_table
 from adapters.store_url import BadStoreURL
 from domain.errors import Conflict, DomainError, IllegalTransition, NotFound, StoreProblem, UsageError
 from projections.health import BrokenView
@@ -111,3 +111,14 @@ def test_a_lock_timeout_is_told_by_the_driver_code_not_by_the_text(tmp_path: Pat
 def test_an_error_without_a_driver_code_falls_back_to_its_text() -> None:
     assert is_lock_timeout(OperationalError("database is locked"))
     assert not is_lock_timeout(OperationalError("disk I/O error"))
+
+
+def test_a_missing_table_is_told_from_other_sql_errors(tmp_path: Path) -> None:
+    no_such_table = sqlite_error("no such table", tmp_path)
+    assert missing_table(no_such_table) and missing_table(wrapped(no_such_table))
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (x)")
+    with pytest.raises(sqlite3.OperationalError) as no_such_column:
+        db.execute("SELECT y FROM t")
+    assert not missing_table(no_such_column.value)
+    assert not missing_table(sqlite_error("busy", tmp_path))
