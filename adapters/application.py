@@ -9,13 +9,15 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import IntegrityError, OperationalError
+from eventsourcing.persistence import IntegrityError, Mapper, MapperDeserialisationError, OperationalError, StoredEvent
 
 from adapters.eventstore import APP_NAME, backoff
+from adapters.failures import is_lock_timeout
 from domain import ids, phases, rollout
 from domain.config import DeploymentConfig
 from domain.deployment import Deployment
-from domain.errors import DomainError, NotFound
+from domain.errors import Conflict, DomainError, NotFound, UsageError
+from projections.records import UndecodableEvent
 
 if TYPE_CHECKING:
     from adapters.recorders import ChainedPostgresRecorder, ChainedSQLiteRecorder
@@ -27,8 +29,12 @@ Decision = tuple[list[Aggregate], T]
 TRIES = 12
 
 
-class WriteConflict(Exception):
+class WriteConflict(Conflict):
     """A write still conflicted after its retries (the CLI exits 3)."""
+
+
+class NotUTF8(UsageError):
+    """A value given on the command line is not text the log can hold (the CLI exits 2)."""
 
 
 def config_spec(config: DeploymentConfig) -> Spec:
@@ -58,6 +64,29 @@ class RolloutsApp(Application[UUID]):
     def __init__(self, env: Any = None) -> None:
         super().__init__(env)
         self._reads: list[tuple[Any, int]] = []
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        """The library's mapper, saying which event of the log it could not decode (the log is damaged),
+        and refusing text that cannot be stored (a command-line argument that is not UTF-8)."""
+        mapper = super().construct_mapper()
+        to_domain_event, to_stored_event = mapper.to_domain_event, mapper.to_stored_event
+
+        def encoded(event: Any) -> StoredEvent:
+            try:
+                return to_stored_event(event)
+            except UnicodeEncodeError as error:
+                raise NotUTF8(f"only UTF-8 text can be recorded: {error}") from None
+
+        def decoded(stored: StoredEvent) -> Any:
+            try:
+                return to_domain_event(stored)
+            except MapperDeserialisationError as error:
+                what = f"event {stored.originator_version} of stream {stored.originator_id}"
+                raise UndecodableEvent(what, error.__cause__ or error) from error
+
+        mapper.to_domain_event = decoded  # type: ignore[method-assign]
+        mapper.to_stored_event = encoded  # type: ignore[method-assign]
+        return mapper
 
     # -- loading -------------------------------------------------------------
 
@@ -106,7 +135,7 @@ class RolloutsApp(Application[UUID]):
             except IntegrityError:
                 backoff(attempt)
             except OperationalError as error:
-                if "locked" not in str(error) and "timeout" not in str(error):
+                if not is_lock_timeout(error):
                     raise
                 backoff(attempt)
         raise WriteConflict(f"the write still conflicted after {TRIES} tries; try again")

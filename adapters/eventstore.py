@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.home import Home, private_file
 from adapters.store_url import PostgresURL, parse_store
+from domain.errors import StoreProblem
 
 if TYPE_CHECKING:
     from adapters.application import RolloutsApp
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 APP_NAME = "rollouts"  # RolloutsApp.name: PostgreSQL tables are named after it
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(StoreProblem):
     """The store cannot be reached or used (the CLI exits 5)."""
 
 

@@ -19,7 +19,7 @@ from eventsourcing.persistence import StoredEvent
 
 from adapters import chain
 from domain.errors import DomainError
-from projections.records import topic_parts
+from projections.records import UndecodableEvent, topic_parts
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
 
@@ -34,10 +34,17 @@ def export_lines(recorder: Any, after: int = 0, until: int | None = None) -> Ite
     for position, stream, version, topic, state, stored in recorder.chained_rows(after + 1, until):
         if stream is None:
             continue  # a hash whose event is gone: `log verify` reports it; there is nothing to move
-        text = state if isinstance(state, str) else bytes(state).decode()
+        try:
+            text = state if isinstance(state, str) else bytes(state).decode()
+        except UnicodeDecodeError as error:
+            raise UndecodableEvent(f"the event at position {position}", error) from None
         where = {"position": position, "stream": dashed(chain.stream_hex(stream)), "stream_version": version}
         stored_as = {"hash": stored, "log_id": log_id, "topic": topic, "state": text}
-        yield orjson.dumps({**where, **readable(topic, text), **stored_as})
+        try:
+            shown = readable(topic, text)
+        except (ValueError, KeyError, TypeError) as error:
+            raise UndecodableEvent(f"the event at position {position}", error) from None
+        yield orjson.dumps({**where, **shown, **stored_as})
 
 
 def dashed(hex_id: str) -> str:

@@ -25,6 +25,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from adapters import chain
+from adapters.failures import missing_table
 
 CHAIN_TABLE = "rollouts_chain"
 LOG_TABLE = "rollouts_log"
@@ -154,7 +155,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
                 c.execute(sql, params)
                 return list(c.fetchall())
         except Exception as error:  # noqa: BLE001 - a log made before these tables has none of them
-            if "no such table" in str(error):
+            if missing_table(error):
                 return []
             raise
 
@@ -263,16 +264,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         return (rows[0]["notification_id"], rows[0]["hash"]) if rows else None
 
     def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
-        import psycopg
-
         try:
             with self.datastore.transaction(commit=False) as curs:
                 curs.execute(sql, params)
                 return list(curs.fetchall())
-        except psycopg.errors.UndefinedTable:
-            return []
         except Exception as error:  # noqa: BLE001 - the library wraps the driver's errors
-            if "does not exist" in str(error):
+            if missing_table(error):
                 return []
             raise
 

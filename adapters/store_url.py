@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from domain.errors import UsageError
 
-class BadStoreURL(ValueError):
+
+class BadStoreURL(UsageError):
     """`--store` is not a URL we can use."""
 
 

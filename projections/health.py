@@ -9,6 +9,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from domain.errors import StoreProblem
 from projections import files
 from projections.projection import Projection
 
@@ -18,7 +19,7 @@ from projections.projection import Projection
 _BROKEN_CODES = frozenset({1, 11, 17, 26})
 
 
-class BrokenView(Exception):
+class BrokenView(StoreProblem):
     """A projection file that cannot serve: `why` says what is wrong with it."""
 
     def __init__(self, name: str, path: Path | None, why: str) -> None:

@@ -6,6 +6,16 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
+from domain.errors import StoreProblem
+
+
+class UndecodableEvent(StoreProblem):
+    """The log holds stored bytes that are not an event document (`what` says where): the log is damaged."""
+
+    def __init__(self, what: str, error: Exception) -> None:
+        why = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        super().__init__(f"{what} cannot be decoded ({why}); the log is damaged: 'rollouts log verify' shows where")
+
 
 class Notification(Protocol):
     id: int
@@ -72,9 +82,12 @@ def document(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def decode(n: Notification) -> Record:
-    state = n.state
-    text = state if isinstance(state, str) else state.decode()
-    stamp, data = document(text)
+    try:
+        state = n.state
+        text = state if isinstance(state, str) else state.decode()
+        stamp, data = document(text)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:  # not UTF-8, not JSON, not an event's
+        raise UndecodableEvent(f"the event at position {n.id}", error) from None
     kind, type_ = _TOPICS.get(n.topic) or topic_parts(n.topic)
     return _new(Record, (n.id, str(n.originator_id), n.originator_version, kind, type_, stamp, data, text))
 
@@ -87,7 +100,10 @@ def decode_stamped(n: Notification) -> Record:
     """`decode(n)` without its data (left empty): the timestamp is cut from the text, unparsed,
     when the text starts as the log's documents do."""
     state = n.state
-    text = state if isinstance(state, str) else state.decode()
+    try:
+        text = state if isinstance(state, str) else state.decode()
+    except UnicodeDecodeError as error:
+        raise UndecodableEvent(f"the event at position {n.id}", error) from None
     end = text.find('"', _AFTER_STAMP) if text.startswith(_STAMPED) else -1
     if end < 0 or "\\" in text[_AFTER_STAMP:end]:
         return decode(n)._replace(data={})

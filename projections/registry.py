@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from domain.errors import UsageError
 from projections.audit_view import AuditView
 from projections.desired import Desired
 from projections.history import History
@@ -13,7 +14,7 @@ ALL: tuple[Projection, ...] = (Desired(), History(), AuditView())
 BY_NAME = {p.name: p for p in ALL}
 
 
-class UnknownProjection(ValueError):
+class UnknownProjection(UsageError):
     pass
 
 

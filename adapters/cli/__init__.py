@@ -7,6 +7,7 @@ import importlib
 import os
 import socket
 import sys
+from pathlib import Path
 
 import click
 
@@ -79,8 +80,10 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
       rollouts controller run --until-idle
       rollouts rollout history web
     """
+    from adapters.cli.errors import crash_home
     from adapters.cli.state import State
 
+    crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
     ctx.obj = State(home=home, store=store, actor=actor or default_actor())
     ctx.call_on_close(ctx.obj.close)
 

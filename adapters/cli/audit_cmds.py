@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, show
+from adapters.cli.params import iso_utc, valid_name
 from adapters.cli.state import State, pass_reader
 from adapters.cli.types import REVISION
-from domain.errors import NotFound
-from projections.records import document
 
-
-def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """`--since`: an ISO time; without an offset it is UTC."""
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return moment.astimezone(UTC).isoformat()
-    except (ValueError, OverflowError):
-        raise click.BadParameter(f"{value!r} is not an ISO time like 2026-01-31T12:00:00") from None
-
-
-def _require_config(db: Any, name: str) -> None:
-    if not db.execute("SELECT 1 FROM streams WHERE kind = 'config' AND config = ?", (name,)).fetchone():
-        raise NotFound(f"config {name!r} not found")
+EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
 
 
 @click.command()
@@ -68,6 +49,8 @@ def events(
       rollouts events --actor alice@laptop -o json
       rollouts events --after 1000 --limit 100 -o json
     """
+    from projections import audit_queries
+
     if revision is not None and name is None:
         raise click.UsageError("--revision needs a config NAME")
     if after is not None and until is not None and until < after:
@@ -77,28 +60,11 @@ def events(
     for flag, position in (("--after", after), ("--until", until)):
         if position is not None and position > head:
             raise click.BadParameter(f"position {position} is beyond the head of the log ({head})", param_hint=flag)
-    db = store.db("audit")
-    clauses, args = [], []
-    if name is not None:
-        _require_config(db, name)
-        clauses.append("config = ?")
-        args.append(name)
-    for column, value in (("version", revision), ("type", type_), ("actor", actor)):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            args.append(value)
-    for clause, value in (("timestamp >= ?", since), ("position > ?", after), ("position <= ?", until)):
-        if value is not None:
-            clauses.append(clause)
-            args.append(value)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    page = f" LIMIT {int(limit)}" if limit is not None else ""
-    rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position{page}", args))
-    for row in rows:
-        row["data"] = document(row["data"])[1]
-        row["os_user"] = (row["data"].get("meta") or {}).get("os_user")  # null for events written before it
-    columns = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
-    show(rows, columns, output, "No events.")
+    only = audit_queries.EventFilter(
+        config=name, version=revision, type=type_, actor=actor, since=since, after=after, until=until, limit=limit
+    )
+    rows = audit_queries.events(store.db("audit"), only)
+    show(rows, EVENT_COLUMNS, output, "No events.")
 
 
 @click.command()
@@ -119,20 +85,13 @@ def audit(state: State, name: str | None, output: str) -> None:
       rollouts audit web -o json
     """
     from domain.audit import audit as check
+    from projections import audit_queries
 
     db = state.read("audit").db("audit")
     if name is not None:
-        _require_config(db, name)
-    sql = (
-        "SELECT position, type, config, version, data FROM events WHERE stream IN "
-        "(SELECT stream FROM streams WHERE kind = 'deployment')"
-    )
-    sql += " AND config = ?" if name else ""
-    rows = db.execute(sql + " ORDER BY position", [name] if name else [])
-    result = check((p, t, c, v, document(d)[1]) for p, t, c, v, d in rows)
-    total = db.execute(
-        "SELECT count(*) FROM events" + (" WHERE config = ?" if name else ""), [name] if name else []
-    ).fetchone()[0]
+        audit_queries.require_config(db, name)
+    result = check(audit_queries.deployment_events(db, name))
+    total = audit_queries.event_count(db, name)
     violations = [v.as_dict() for v in result.violations] + _chain_breaks(state)
     violations.sort(key=lambda v: v["position"])
     if output == "json":

@@ -9,20 +9,10 @@ import click
 
 from adapters.cli.as_of import as_of_option, history_at
 from adapters.cli.output import emit_json, output_option, show
+from adapters.cli.params import name_argument
 from adapters.cli.spec_options import changed_spec, spec_options, warn_secret_env
 from adapters.cli.state import State, pass_reader, pass_state
 from domain.errors import NotFound
-
-
-def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from domain.names import validate_name
-
-    if value is None:
-        return None
-    try:
-        return validate_name(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
 
 
 @click.group()
@@ -38,7 +28,7 @@ def config() -> None:
 
 
 @config.command("create")
-@click.argument("name", callback=valid_name)
+@name_argument
 @spec_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_state
@@ -60,7 +50,7 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
 
 
 @config.command("set")
-@click.argument("name", callback=valid_name)
+@name_argument
 @spec_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_state
@@ -87,22 +77,14 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
 
 
 def config_rows(state: State, name: str | None = None, as_of: int | str | None = None) -> list[dict[str, Any]]:
+    from projections import history_queries
+
     db = state.read("history").db("history") if as_of is None or name is None else history_at(state, name, as_of)
-    sql = (
-        "SELECT c.name, c.spec, c.paused, c.latest_version, c.created_at, c.updated_at, d.phase"
-        " FROM configs c LEFT JOIN deployments d ON d.config = c.name AND d.version = c.latest_version"
-    )
-    rows = list(db.query(sql + (" WHERE c.name = ?" if name else "") + " ORDER BY c.name", [name] if name else []))
-    for row in rows:
-        row["spec"] = json.loads(row["spec"])
-        row["spec"].setdefault("pass_env", [])  # left out of the stored spec when empty
-        row["paused"] = bool(row["paused"])
-        row["latest_phase"] = row.pop("phase")
-    return rows
+    return history_queries.configs(db, name)
 
 
 @config.command("show")
-@click.argument("name", callback=valid_name)
+@name_argument
 @as_of_option
 @output_option
 @pass_reader

@@ -39,16 +39,13 @@ class Session:
     def wait_for(self, name: str, phase: str, timeout: float = 15) -> None:
         """Wait until NAME's latest deployment reaches `phase` (quietly)."""
         from adapters.cli.state import State
+        from projections.history_queries import latest_phase
 
         state = State(str(self.home), None, "demo@rollouts")
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
-                db = state.read("history").db("history")
-                row = db.execute(
-                    "SELECT phase FROM deployments WHERE config = ? ORDER BY version DESC LIMIT 1", (name,)
-                ).fetchone()
-                if row and row[0] == phase:
+                if latest_phase(state.read("history").db("history"), name) == phase:
                     return
                 time.sleep(0.1)
         finally:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 import click
 
-from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import output_option, show
+from adapters.cli.params import name_argument
 from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION
 from domain import phases
@@ -85,7 +86,7 @@ def delete(state: State, deployer: str) -> None:
 
 
 @click.command()
-@click.argument("name", callback=valid_name)
+@name_argument
 @click.option("--revision", type=REVISION, help="Default: the latest version.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing output until the deployment ends.")
 @pass_reader
@@ -97,9 +98,12 @@ def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
       rollouts logs web
       rollouts logs web --revision 2 -f
     """
-    from adapters.cli.rollout_cmds import history_rows
+    from projections.history_queries import deployments
 
-    rows = history_rows(state, name, revision)
+    def history(revision: int | None) -> list[dict[str, Any]]:
+        return deployments(state.read("history").db("history"), name, revision)
+
+    rows = history(revision)
     if not rows:
         raise NotFound(f"config {name!r} has no deployment yet")
     version = rows[-1]["version"]
@@ -110,7 +114,7 @@ def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
         while True:
             for deployer in names:
                 offsets[deployer] = _print_from(rt.log_path(deployer), offsets[deployer])
-            if not follow or history_rows(state, name, version)[0]["phase"] in phases.TERMINAL:
+            if not follow or history(version)[0]["phase"] in phases.TERMINAL:
                 break
             time.sleep(0.2)
             names = [r.name for r in rt.list(include_pruned=True) if r.config == name and r.revision == version]

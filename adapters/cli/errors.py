@@ -1,35 +1,59 @@
-"""The CLI edge: exceptions become one `error:` line and the exit code of DESIGN section 7."""
+"""The CLI edge: exceptions become one `error:` line and the exit code of DESIGN section 7.
+
+Errors are told apart by type, in one table (`EXIT_CODES`); what the operating system or a
+database driver raises is sorted by its code (adapters/failures). Anything else is a bug: exit 70
+(EX_SOFTWARE) with its traceback saved to a file whose path the error line gives.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import os
+import sqlite3
 import sys
+import tempfile
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 
-from domain.errors import DomainError, NotFound
+from domain.errors import Conflict, DomainError, NotFound, RolloutsError, StoreProblem, UsageError
 
-USAGE, REFUSED, CONFLICT, MISSING, STORE = 2, 1, 3, 4, 5
+REFUSED, USAGE, CONFLICT, MISSING, STORE, INTERNAL = 1, 2, 3, 4, 5, 70
+
+# The one table: each kind of error the program raises on purpose, and its exit code.
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (UsageError, USAGE),
+    (DomainError, REFUSED),
+    (Conflict, CONFLICT),
+    (NotFound, MISSING),
+    (StoreProblem, STORE),
+)
+
+# The home of the command being run, once the root group knows it: where a crash report goes.
+crash_home: contextvars.ContextVar[Path | None] = contextvars.ContextVar("crash_home", default=None)
 
 
 def exit_code_for(error: BaseException) -> int:
-    from adapters.application import WriteConflict
-    from adapters.eventstore import StoreUnavailable
-    from adapters.failures import disk_problem
-    from adapters.store_url import BadStoreURL
+    from adapters.failures import disk_problem, is_lock_timeout, unusable_store
 
     if disk_problem(error) is not None:
         return STORE
-    if isinstance(error, NotFound):
-        return MISSING
-    if isinstance(error, DomainError):
-        return REFUSED
-    if isinstance(error, WriteConflict):
-        return CONFLICT
-    if isinstance(error, StoreUnavailable):
+    for kind, code in EXIT_CODES:
+        if isinstance(error, kind):
+            return code
+    if unusable_store(error):
         return STORE
-    if isinstance(error, BadStoreURL | ValueError):
-        return USAGE
-    return REFUSED
+    if _is_driver_error(error) and is_lock_timeout(error):
+        return CONFLICT
+    return INTERNAL
+
+
+def _is_driver_error(error: BaseException) -> bool:
+    from eventsourcing.persistence import PersistenceError
+
+    return isinstance(error, sqlite3.Error | PersistenceError)
 
 
 def message_for(error: BaseException) -> str:
@@ -39,12 +63,45 @@ def message_for(error: BaseException) -> str:
     if problem is not None:
         return f"cannot use the disk or the store (full or failing): {problem}"
     text = " ".join(str(error).split())
-    if not text or exit_code_for(error) == REFUSED and not isinstance(error, DomainError):
+    if not text or not isinstance(error, RolloutsError):  # an OSError or a driver's error: say which
         text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return text
 
 
+def crash_report(error: BaseException) -> Path:
+    """Write `error`'s traceback to a private file in the home's runtime/ (else a temporary file); its path."""
+    text = "".join(traceback.format_exception(error))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    home = crash_home.get()
+    folder = home / "runtime" if home is not None else None
+    if folder is not None and folder.is_dir():
+        path = folder / f"crash-{stamp}-{os.getpid()}.txt"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            return path
+    fd, name = tempfile.mkstemp(prefix=f"rollouts-crash-{stamp}-", suffix=".txt")  # 0600
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return Path(name)
+
+
+def internal_error(error: BaseException) -> str:
+    """The one line for a bug: what it was, and where its traceback went."""
+    what = " ".join(f"{type(error).__name__}: {error}".split())
+    try:
+        where = f"details in {crash_report(error)}"
+    except OSError as failed:
+        where = f"no details saved ({' '.join(str(failed).split())})"
+    return f"internal error ({what}); {where}"
+
+
 def run(cli: click.Group, argv: list[str] | None) -> int:
+    crash_home.set(None)
     try:
         result = cli.main(args=argv, prog_name="rollouts", standalone_mode=False)
     except click.exceptions.Exit as done:
@@ -62,7 +119,8 @@ def run(cli: click.Group, argv: list[str] | None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as error:  # noqa: BLE001 - the one place errors reach the user
-        click.echo(f"error: {message_for(error)}", err=True)
-        return exit_code_for(error)
+        code = exit_code_for(error)
+        click.echo(f"error: {internal_error(error) if code == INTERNAL else message_for(error)}", err=True)
+        return code
     sys.stdout.flush()
     return result if isinstance(result, int) else 0

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import click
 
 from adapters.cli.output import emit_json, output_option
+from adapters.cli.params import expected_head
 from adapters.cli.state import State, pass_reader, pass_state
-
-_HEAD = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
-
-
-def expected_head(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, str] | None:
-    if value is None:
-        return None
-    match = _HEAD.fullmatch(value.strip().lower())
-    if not match:
-        raise click.BadParameter(f"{value!r} is not POSITION:HASH (a position, a colon, 64 hex digits)")
-    return int(match[1]), match[2]
 
 
 @click.group()

@@ -9,26 +9,15 @@ from typing import Any
 import click
 
 from adapters.cli.as_of import as_of_option, history_at
-from adapters.cli.config_cmds import valid_name
 from adapters.cli.output import emit_json, output_option, table
+from adapters.cli.params import name_argument
 from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION, Seconds
 from domain import phases
 from domain.errors import NotFound
 
-HISTORY_COLUMNS = (
-    "version",
-    "phase",
-    "reason",
-    "attempt",
-    "cause",
-    "message",
-    "actor",
-    "created_at",
-    "started_at",
-    "finished_at",
-)
-name_argument = click.argument("name", callback=valid_name)
+HISTORY_TABLE = ["version", "phase", "reason", "attempt", "cause", "message", "created_at", "finished_at"]
+RUNS_TABLE = ["name", "attempt", "kind", "try", "state", "exit_code", "started_at", "finished_at"]
 
 
 @click.group()
@@ -137,22 +126,12 @@ def resume(state: State, name: str) -> None:
 def history_rows(
     state: State, name: str, revision: int | None = None, as_of: int | str | None = None
 ) -> list[dict[str, Any]]:
+    """`name`'s deployments from the history view, caught up first, or as the log stood at `as_of`
+    (NotFound: no such config or revision)."""
+    from projections import history_queries
+
     db = state.read("history").db("history") if as_of is None else history_at(state, name, as_of)
-    if not db.execute("SELECT 1 FROM configs WHERE name = ?", (name,)).fetchone():
-        raise NotFound(f"config {name!r} not found")
-    where, args = ("config = ?", [name]) if revision is None else ("config = ? AND version = ?", [name, revision])
-    rows = list(db.query(f"SELECT * FROM deployments WHERE {where} ORDER BY version", args))
-    if revision is not None and not rows:
-        raise NotFound(f"config {name!r} has no revision {revision}")
-    for row in rows:
-        row["spec"] = json.loads(row["spec"])
-        if revision is not None:
-            row["steps"] = list(
-                db.query(
-                    "SELECT * FROM steps WHERE config = ? AND version = ? ORDER BY created_at, name", [name, revision]
-                )
-            )
-    return rows
+    return history_queries.deployments(db, name, revision)
 
 
 @rollout.command()
@@ -175,25 +154,16 @@ def history(state: State, name: str, revision: int | None, as_of: int | str | No
     if output == "json":
         emit_json([{k: v for k, v in r.items() if k not in ("stream", "config", "step")} for r in rows])
     elif revision is None:
-        table(rows, ["version", "phase", "reason", "attempt", "cause", "message", "created_at", "finished_at"])
+        table(rows, HISTORY_TABLE)
     else:
         _revision_detail(rows[0])
 
 
 def _revision_detail(row: dict[str, Any]) -> None:
+    from projections.history_queries import DEPLOYMENT_FIELDS
+
     spec = row["spec"]
-    for key in (
-        "version",
-        "phase",
-        "reason",
-        "attempt",
-        "cause",
-        "message",
-        "actor",
-        "created_at",
-        "started_at",
-        "finished_at",
-    ):
+    for key in DEPLOYMENT_FIELDS:
         click.echo(f"{key.replace('_', ' ').capitalize() + ':':<13}{row[key] if row[key] is not None else '<none>'}")
     click.echo(f"{'Command:':<13}{json.dumps(spec['command'])}")
     click.echo(f"{'Env:':<13}{json.dumps(spec['env'])}")
@@ -207,7 +177,7 @@ def _revision_detail(row: dict[str, Any]) -> None:
             )
     if row["steps"]:
         click.echo("Runs:")
-        table(row["steps"], ["name", "attempt", "kind", "try", "state", "exit_code", "started_at", "finished_at"])
+        table(row["steps"], RUNS_TABLE)
 
 
 @rollout.command()

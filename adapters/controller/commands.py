@@ -9,6 +9,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError
 
+from adapters.failures import is_lock_timeout
 from domain import ids, phases, rollout
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
@@ -99,7 +100,7 @@ def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | Non
     except (DomainError, NotFound, IntegrityError):
         return None
     except OperationalError as error:
-        if "locked" not in str(error) and "timeout" not in str(error):
+        if not is_lock_timeout(error):
             raise
         return None
     return results

@@ -115,7 +115,11 @@ def serve(db_path: str, heartbeat: tuple[str, float] | None = None) -> int:
             pending += chunk
             continue
         line, pending = pending.split(b"\n", 1)
-        os.write(1, _serve_one(line, db_path, heartbeat))
+        answer = _serve_one(line, db_path, heartbeat)
+        try:
+            os.write(1, answer)
+        except BrokenPipeError:
+            return 0  # its controller died (SIGKILL) with a request on the way: nobody is left to answer
 
 
 def main(argv: list[str]) -> int:

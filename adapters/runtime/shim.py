@@ -77,7 +77,7 @@ def begin_immediate(db: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> No
                 db.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                if exc.sqlite_errorcode & 0xFF not in (5, 6) or time.monotonic() >= deadline:  # BUSY, LOCKED
                     raise
             time.sleep(delay * (0.5 + time.perf_counter_ns() % 1000 / 1000))  # jittered, no `random` import
             delay = min(delay * 2, 0.002)

@@ -1,0 +1,48 @@
+"""Parameter callbacks shared by commands: a config NAME, an ISO time, a log head; bad input is a usage error."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import click
+
+_HEAD = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
+
+
+def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A config NAME: a DNS-1123 label of at most 63 characters."""
+    from domain.names import validate_name
+
+    if value is None:
+        return None
+    try:
+        return validate_name(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+name_argument = click.argument("name", callback=valid_name)
+
+
+def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`--since`: an ISO time; without an offset it is UTC."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat()
+    except (ValueError, OverflowError):
+        raise click.BadParameter(f"{value!r} is not an ISO time like 2026-01-31T12:00:00") from None
+
+
+def expected_head(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, str] | None:
+    """`--expect-head POSITION:HASH`: a head `log verify` printed earlier."""
+    if value is None:
+        return None
+    match = _HEAD.fullmatch(value.strip().lower())
+    if not match:
+        raise click.BadParameter(f"{value!r} is not POSITION:HASH (a position, a colon, 64 hex digits)")
+    return int(match[1]), match[2]

@@ -1,0 +1,78 @@
+"""Reading the audit view (projections/audit_view.py): events filtered, and what `audit` checks, as plain rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from domain.errors import NotFound
+from projections.records import document
+
+Row = dict[str, Any]
+_DEPLOYMENT_EVENTS = (
+    "SELECT position, type, config, version, data FROM events WHERE stream IN "
+    "(SELECT stream FROM streams WHERE kind = 'deployment')"
+)
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events to list: each field that is not None narrows the list (`since` is an ISO time in UTC)."""
+
+    config: str | None = None
+    version: int | None = None
+    type: str | None = None
+    actor: str | None = None
+    since: str | None = None
+    after: int | None = None  # positions above this
+    until: int | None = None  # positions up to this
+    limit: int | None = None  # the first this many
+
+
+def require_config(db: sqlite_utils.Database, name: str) -> None:
+    """NotFound unless the log has a config `name`."""
+    if not db.execute("SELECT 1 FROM streams WHERE kind = 'config' AND config = ?", (name,)).fetchone():
+        raise NotFound(f"config {name!r} not found")
+
+
+def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
+    """The events `only` lets through, in log order, with `data` decoded and who ran the command (`os_user`)."""
+    if only.config is not None:
+        require_config(db, only.config)
+    clauses, args = [], []
+    for column, value in (
+        ("config", only.config),
+        ("version", only.version),
+        ("type", only.type),
+        ("actor", only.actor),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    for clause, value in (("timestamp >= ?", only.since), ("position > ?", only.after), ("position <= ?", only.until)):
+        if value is not None:
+            clauses.append(clause)
+            args.append(value)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    page = f" LIMIT {int(only.limit)}" if only.limit is not None else ""
+    rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position{page}", args))
+    for row in rows:
+        row["data"] = document(row["data"])[1]
+        row["os_user"] = (row["data"].get("meta") or {}).get("os_user")  # null for events written before it
+    return rows
+
+
+def deployment_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[tuple[int, str, str, int, Row]]:
+    """(position, type, config, version, data) of every deployment event (of config `name`), in log order."""
+    sql = _DEPLOYMENT_EVENTS + (" AND config = ?" if name else "") + " ORDER BY position"
+    for position, type_, config, version, data in db.execute(sql, [name] if name else []):
+        yield position, type_, config, version, document(data)[1]
+
+
+def event_count(db: sqlite_utils.Database, name: str | None = None) -> int:
+    """How many events the view holds (about config `name`)."""
+    sql = "SELECT count(*) FROM events" + (" WHERE config = ?" if name else "")
+    return int(db.execute(sql, [name] if name else []).fetchone()[0])

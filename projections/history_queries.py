@@ -1,0 +1,67 @@
+"""Reading the history view (projections/history.py): configs, deployments and their runs, as plain rows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlite_utils
+
+from domain.errors import NotFound
+
+Row = dict[str, Any]
+
+# What a deployment row holds, in the order `rollout history --revision N` prints it.
+DEPLOYMENT_FIELDS = (
+    "version",
+    "phase",
+    "reason",
+    "attempt",
+    "cause",
+    "message",
+    "actor",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+_CONFIGS = (
+    "SELECT c.name, c.spec, c.paused, c.latest_version, c.created_at, c.updated_at, d.phase"
+    " FROM configs c LEFT JOIN deployments d ON d.config = c.name AND d.version = c.latest_version"
+)
+_STEPS = "SELECT * FROM steps WHERE config = ? AND version = ? ORDER BY created_at, name"
+_LATEST_PHASE = "SELECT phase FROM deployments WHERE config = ? ORDER BY version DESC LIMIT 1"
+
+
+def configs(db: sqlite_utils.Database, name: str | None = None) -> list[Row]:
+    """Every config (or only `name`) with its spec decoded, its paused flag and its latest deployment's phase."""
+    sql = _CONFIGS + (" WHERE c.name = ?" if name else "") + " ORDER BY c.name"
+    rows = list(db.query(sql, [name] if name else []))
+    for row in rows:
+        row["spec"] = json.loads(row["spec"])
+        row["spec"].setdefault("pass_env", [])  # left out of the stored spec when empty
+        row["paused"] = bool(row["paused"])
+        row["latest_phase"] = row.pop("phase")
+    return rows
+
+
+def deployments(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
+    """`name`'s deployments in version order (or only `revision`, with its runs as `steps`).
+
+    NotFound when there is no such config, or no such revision of it."""
+    if not db.execute("SELECT 1 FROM configs WHERE name = ?", (name,)).fetchone():
+        raise NotFound(f"config {name!r} not found")
+    where, args = ("config = ?", [name]) if revision is None else ("config = ? AND version = ?", [name, revision])
+    rows = list(db.query(f"SELECT * FROM deployments WHERE {where} ORDER BY version", args))
+    if revision is not None and not rows:
+        raise NotFound(f"config {name!r} has no revision {revision}")
+    for row in rows:
+        row["spec"] = json.loads(row["spec"])
+        if revision is not None:
+            row["steps"] = list(db.query(_STEPS, [name, revision]))
+    return rows
+
+
+def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
+    """The phase of `name`'s latest deployment (None when it has none, or there is no such config)."""
+    row = db.execute(_LATEST_PHASE, (name,)).fetchone()
+    return row[0] if row else None
