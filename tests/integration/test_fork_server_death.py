@@ -6,11 +6,11 @@ import os
 import pathlib
 import signal
 import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING
 
-from adapters.runtime import zygote
+from adapters.runtime import forkserver
+from adapters.runtime.interpreter import module_argv
 
 if TYPE_CHECKING:
     from tests.conftest import Rollouts
@@ -20,13 +20,13 @@ def test_a_fork_server_whose_controller_is_gone_before_the_answer_exits_0_withou
     tmp_path: pathlib.Path,
 ) -> None:
     server = subprocess.Popen(
-        [sys.executable, "-I", "-S", zygote.__file__, str(tmp_path / "runtime.db")],
+        module_argv("adapters.runtime.forkserver", str(tmp_path / "runtime.db")),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     assert server.stdout is not None and server.stdin is not None and server.stderr is not None
-    assert server.stdout.readline() == zygote.READY
+    assert server.stdout.readline() == forkserver.READY
     server.stdout.close()  # as a controller's death closes it: the answer below meets a broken pipe
     server.stdin.write(b"not a request\n")
     server.stdin.close()
