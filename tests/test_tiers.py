@@ -17,6 +17,7 @@ FAST = {
     "unit/test_chain.py",
     "unit/test_config_rules.py",
     "unit/test_deployment_phases.py",
+    "unit/test_error_table.py",
     "unit/test_executor_guards.py",
     "unit/test_launch.py",
     "unit/test_phase_fold.py",

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes
+
 if TYPE_CHECKING:
     from tests.conftest import Result, Rollouts
 

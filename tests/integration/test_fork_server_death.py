@@ -9,8 +9,12 @@ import subprocess
 import time
 from typing import TYPE_CHECKING
 
+import pytest
+
 from adapters.runtime import forkserver
 from adapters.runtime.interpreter import module_argv
+
+pytestmark = pytest.mark.slow  # real processes
 
 if TYPE_CHECKING:
     from tests.conftest import Rollouts
