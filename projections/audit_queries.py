@@ -76,3 +76,8 @@ def event_count(db: sqlite_utils.Database, name: str | None = None) -> int:
     """How many events the view holds (about config `name`)."""
     sql = "SELECT count(*) FROM events" + (" WHERE config = ?" if name else "")
     return int(db.execute(sql, [name] if name else []).fetchone()[0])
+
+
+def last_position_at(db: sqlite_utils.Database, moment: str) -> int:
+    """The highest position whose event is at or before `moment` (UTC ISO): timestamps are not in position order."""
+    return int(db.execute("SELECT max(position) FROM events WHERE timestamp <= ?", (moment,)).fetchone()[0] or 0)

@@ -44,9 +44,9 @@ def position_at(state: State, value: int | str) -> int:
         if value > head:
             raise click.BadParameter(f"position {value} is beyond the head of the log ({head})", param_hint="--as-of")
         return value
-    # Timestamps are not in position order: the highest position among the events at or before the time.
-    found = state.read("audit").db("audit").execute("SELECT max(position) FROM events WHERE timestamp <= ?", (value,))
-    return found.fetchone()[0] or 0
+    from projections.audit_queries import last_position_at
+
+    return last_position_at(state.read("audit").db("audit"), value)
 
 
 def history_at(state: State, name: str, value: int | str) -> Any:
