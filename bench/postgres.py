@@ -29,9 +29,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate, event
-
 from adapters.application import new_meta
 from adapters.eventstore import open_app, store_env
 from adapters.home import Home
@@ -40,21 +37,10 @@ from domain.spec import Spec
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 BENCH = Path(__file__).resolve().parent
-
-
-class Counter(Aggregate):
-    @event("Registered")
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.count = 0
-
-    @event("Bumped")
-    def bump(self) -> None:
-        self.count += 1
-
-
-class BareApp(Application):
-    name = "bare"
+sys.path.insert(0, str(BENCH))  # the other scripts of bench/, imported as modules
+from generate import cached_log  # noqa: E402
+from rebuild import ceiling  # noqa: E402
+from run import BareApp, Counter  # noqa: E402  (figure 2's baseline, on PostgreSQL here)
 
 
 class Bench:
@@ -185,21 +171,16 @@ def e2e(bench: Bench, rollouts: int) -> dict[str, Any]:
 
 
 def rebuild(bench: Bench, events: int) -> dict[str, Any]:
-    import importlib.util
-
     from adapters.log_source import RecorderSource
     from adapters.log_transfer import export_lines, write
     from projections.store import ProjectionStore
 
-    spec = importlib.util.spec_from_file_location("rollouts_bench_rebuild", BENCH / "rebuild.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    source = open_app(module.cached_log(events, 300, False), None)
+    source = open_app(cached_log(events, 300, False), None)
     app = open_app(bench.home("rebuild"), bench.store())
     write(app.recorder, export_lines(source.recorder))
     source.close()
     head = app.recorder.max_notification_id()
-    count, read_s, _ = module.ceiling(app)
+    count, read_s, _ = ceiling(app)
     assert count == head
     store = ProjectionStore(bench.tmp / "rebuild-views", RecorderSource(app.recorder))
     t = time.perf_counter()

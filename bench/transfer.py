@@ -15,7 +15,6 @@ The last line is a JSON summary: {"export": {...}, "import": {...}}.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -32,14 +31,10 @@ from adapters.home import Home
 from adapters.log_transfer import check, export_lines, write
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module
+from generate import cached_log  # noqa: E402
+
 PLAIN = "eventsourcing.sqlite:SQLiteApplicationRecorder"
-
-
-def cached_log(events: int, configs: int) -> Home:
-    spec = importlib.util.spec_from_file_location("rollouts_bench_rebuild", BENCH / "rebuild.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.cached_log(events, configs, False)
 
 
 def read_rows(recorder: Any) -> int:
@@ -98,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    app = open_app(cached_log(args.events, args.configs), None)
+    app = open_app(cached_log(args.events, args.configs, False), None)
     recorder = app.recorder
     exported = Path(tempfile.mkdtemp(prefix="rollouts-bench-transfer-")) / "log.jsonl"
     ex_ours, ex_base, im_ours, im_base = [], [], [], []
