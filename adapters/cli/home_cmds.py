@@ -73,11 +73,12 @@ def rebind(state: State) -> None:
 
 def _stop_foreign(runtime: Any, recorder: Any) -> list[str]:
     """Stop the running deployers that no claim of this log made: they belong to a history that is gone."""
+    from adapters.runtime.port import claim_parts
+
     log_id, stopped = recorder.log_id(), []
     for row in runtime.active():
-        made_for, _, rest = (row.claim or "").partition(":")
-        position, _, digest = rest.partition(":")
-        if made_for == log_id and position.isdigit() and recorder.hash_at(int(position)) == digest:
+        claim = claim_parts(row.claim)
+        if claim is not None and claim[0] == log_id and recorder.hash_at(claim[1]) == claim[2]:
             continue
         runtime.stop(row.name, reason="stopped by home rebind: no claim of this log made it")
         stopped.append(row.name)

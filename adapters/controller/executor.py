@@ -12,7 +12,7 @@ from adapters.application import RolloutsApp, WriteConflict, new_meta
 from adapters.controller import commands
 from adapters.controller.launch import Launch, launch_spec
 from adapters.controller.plan import REPORTS, Action, Kind, is_gone
-from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime
+from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
 from domain import phases
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
@@ -172,7 +172,7 @@ class Executor:
         enough: an older copy of the same log, or another log, reuses them."""
         recorder = self.app.recorder
         position, digest = recorder.claim_of(deployment.id) or (0, None)
-        return f"{recorder.log_id()}:{position}:{digest or ''}"
+        return claim_text(recorder.log_id(), position, digest)
 
     def _foreign(self, deployment: Deployment, name: str, row: Observed | None) -> str | None:
         """Why the runtime row holding `name` is not this deployment's deployer, or None if it is."""

@@ -15,6 +15,19 @@ from typing import Protocol
 UNKNOWN_CLAIM = "unknown"
 
 
+def claim_text(log_id: str | None, position: int, digest: str | None) -> str:
+    """How a runtime row names the claim it was made for (I7): the log's id, and the position and
+    hash of the attempt's DeployerClaimed event."""
+    return f"{log_id}:{position}:{digest or ''}"
+
+
+def claim_parts(text: str | None) -> tuple[str, int, str] | None:
+    """(log id, position, hash) of a row's claim; None for a row with none, or a disowned one."""
+    log_id, _, rest = (text or "").partition(":")
+    position, _, digest = rest.partition(":")
+    return (log_id, int(position), digest) if position.isdigit() else None
+
+
 @dataclass(frozen=True)
 class Observed:
     """One row of the runtime table, as the controller sees it."""

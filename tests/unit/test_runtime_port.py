@@ -63,3 +63,11 @@ def test_each_runtime_implements_every_call_of_the_port_with_its_signature(imple
             assert isinstance(found, property), f"{implementation.__name__}.{name} is not a property"
         else:
             assert parameters(found) == parameters(wanted), f"{implementation.__name__}.{name}"
+
+
+def test_a_claim_reads_back_as_it_was_written_and_a_disowned_one_names_none() -> None:
+    from adapters.runtime.port import UNKNOWN_CLAIM, claim_parts, claim_text
+
+    assert claim_parts(claim_text("abc", 17, "f" * 64)) == ("abc", 17, "f" * 64)
+    assert claim_parts(claim_text("abc", 3, None)) == ("abc", 3, "")
+    assert claim_parts(None) is None and claim_parts(UNKNOWN_CLAIM) is None
