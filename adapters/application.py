@@ -20,13 +20,17 @@ from domain.errors import Conflict, DomainError, NotFound, UsageError
 from projections.records import UndecodableEvent
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from adapters.recorders import ChainedPostgresRecorder, ChainedSQLiteRecorder
+    from domain.freeze import FreezeAll
     from domain.spec import Spec
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
 Decision = tuple[list[Aggregate], T]
 TRIES = 12
+Meta = dict[str, Any]
 
 
 class WriteConflict(Conflict):
@@ -64,6 +68,17 @@ class RolloutsApp(Application[UUID]):
     def __init__(self, env: Any = None) -> None:
         super().__init__(env)
         self._reads: list[tuple[Any, int]] = []
+        self._guards: list[tuple[UUID, int]] = []  # read, not written, by the decision being made
+
+    def guard(self, aggregate_id: UUID, version: int) -> None:
+        """The next save appends nothing unless stream `aggregate_id` is still at `version` (0: absent)
+        when it commits: a decision that depends on a stream it does not write (optimistic concurrency
+        on a read)."""
+        self._guards.append((aggregate_id, version))
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        guards, self._guards = self._guards, []
+        return super().save(*objs, **({**kwargs, "guards": guards} if guards else kwargs))
 
     def construct_mapper(self) -> Mapper[UUID]:
         """The library's mapper, saying which event of the log it could not decode (the log is damaged),
@@ -109,6 +124,7 @@ class RolloutsApp(Application[UUID]):
     def forget_reads(self) -> None:
         """Drop the reads recorded by loads outside decide() (they are checked by nobody)."""
         self._reads = []
+        self._guards = []
 
     def _read_was_torn(self) -> bool:
         """Whether an aggregate of this decision changed after it was read (the reads are not one snapshot)."""
@@ -121,6 +137,7 @@ class RolloutsApp(Application[UUID]):
         """Run `decision` on fresh state and save it; decide again on a conflict (I4)."""
         for attempt in range(TRIES):
             self._reads = []
+            self._guards = []
             try:
                 aggregates, result = decision()
             except DomainError:
@@ -247,6 +264,71 @@ class RolloutsApp(Application[UUID]):
             return [config], None
 
         self.decide(decision)
+
+    def freeze_all_aggregate(self) -> FreezeAll | None:
+        """The freeze of `freeze --all` as the log has it now (None: never frozen)."""
+        from domain.freeze import ALL_ID
+
+        try:
+            return self._loaded(self.repository.get(ALL_ID))
+        except AggregateNotFoundError:
+            return None
+
+    def guarded_freeze_all(self) -> FreezeAll | None:
+        """The freeze of all, for a claim: whose save fails (and is decided again) if it moved meanwhile."""
+        from domain.freeze import ALL_ID
+
+        every = self.freeze_all_aggregate()
+        self.guard(ALL_ID, every.version if every else 0)
+        return every
+
+    def freeze(self, names: list[str] | None, until: datetime | None, reason: str, now: datetime, meta: Meta) -> None:
+        """Freeze configs `names` together (None: all of them, those created later included)."""
+        from domain.freeze import FreezeAll
+
+        def decision() -> Decision[None]:
+            if names is None:
+                every = self.freeze_all_aggregate() or FreezeAll(meta=meta)
+                every.freeze_all(until, reason, now, meta)
+                return [every], None
+            configs = [self.config(name) for name in dict.fromkeys(names)]
+            for config in configs:
+                config.freeze_config(until, reason, now, meta)
+            return list(configs), None
+
+        self.decide(decision)
+
+    def unfreeze(self, names: list[str] | None, now: datetime, meta: Meta) -> None:
+        """Lift the freezes of configs `names` (None: the freeze of all)."""
+
+        def decision() -> Decision[None]:
+            if names is None:
+                every = self.freeze_all_aggregate()
+                if every is None:
+                    raise DomainError("there is no freeze of --all in force")
+                every.unfreeze_all(now, meta)
+                return [every], None
+            configs = [self.config(name) for name in dict.fromkeys(names)]
+            for config in configs:
+                config.unfreeze(now, meta)
+            return list(configs), None
+
+        self.decide(decision)
+
+    def approve(self, name: str, revision: int | None, meta: Meta) -> tuple[int, int]:
+        """Approve the deployment (default: the latest) for its current attempt; returns (revision, attempt)."""
+
+        def decision() -> Decision[tuple[int, int]]:
+            config = self.config(name)
+            if config.latest_revision == 0:
+                raise NotFound(f"config {name!r} has no rollout yet")
+            if revision is not None and not 1 <= revision <= config.latest_revision:
+                raise NotFound(f"config {name!r} has no revision {revision}")
+            deployment = self.deployment(config, revision or config.latest_revision)
+            deployment.approve(meta)
+            return [deployment], (deployment.revision, deployment.attempt)
+
+        return self.decide(decision)
 
     def rebind_home(self, claimant: str, old: tuple[str | None, int | None], head: int, meta: dict[str, Any]) -> None:
         """Record that the home of `claimant` now follows this log as it stands at `head` (an audited event)."""

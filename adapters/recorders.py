@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from psycopg.rows import tuple_row
@@ -32,6 +32,19 @@ LOG_TABLE = "rollouts_log"
 _BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
 PARALLEL_FROM = 100_000
+
+
+Guards = Sequence[tuple[UUID, int]]  # streams a decision read but does not write, and the version it read
+
+
+class ReadGuardBroken(IntegrityError):
+    """A stream that a decision read (and does not write) changed before the decision was saved: decide again."""
+
+
+def _check_guards(found: Sequence[tuple[UUID, int | None]], guards: Guards) -> None:
+    for (stream, version), (_, now) in zip(guards, found, strict=True):
+        if (now or 0) != version:
+            raise ReadGuardBroken(f"stream {stream} moved from version {version} to {now} meanwhile")
 
 
 class Row(NamedTuple):
@@ -67,7 +80,17 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         ids = super()._insert_events(c, stored_events, **kwargs)
         if ids:
             self._chain(c, ids, stored_events)
+        self._guard(c, kwargs.get("guards") or ())
         return ids
+
+    def _guard(self, c: Any, guards: Guards) -> None:
+        """After the insert (which holds the write lock): the guarded streams are as the decision read them."""
+        found = []
+        for stream, _ in guards:
+            sql = f"SELECT max(originator_version) FROM {self.events_table_name} WHERE originator_id = ?"
+            c.execute(sql, (stream.hex,))
+            found.append((stream, c.fetchone()[0]))
+        _check_guards(found, guards)
 
     def _chain(self, c: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent]) -> None:
         c.execute(f"SELECT position, hash FROM {CHAIN_TABLE} ORDER BY position DESC LIMIT 1")
@@ -191,6 +214,25 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         if ids:
             self._chain(curs, ids, stored_events)
         return ids
+
+    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        guards = kwargs.get("guards")
+        if guards:  # checked before the insert, under the lock it takes (taken again there: a no-op)
+            self._lock_table(curs)
+            self._guard(curs, guards)
+        super()._insert_stored_events(curs, stored_events, **kwargs)
+
+    def _guard(self, curs: Any, guards: Guards) -> None:
+        """Under the library's LOCK TABLE, before the insert: the guarded streams are as the decision read
+        them. (Raised after the insert, the library's transaction would still commit it.)"""
+        found = []
+        for stream, _ in guards:
+            curs.execute(
+                SQL("SELECT max(originator_version) AS v FROM {0} WHERE originator_id = %s").format(self._events),
+                (stream,),
+            )
+            found.append((stream, curs.fetchone()["v"]))
+        _check_guards(found, guards)
 
     def _chain(self, curs: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent]) -> None:
         curs.execute(SQL("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1").format(self._chain_table))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from domain import freeze as freezes
 from domain import ids
 from domain.errors import DomainError
 
@@ -15,6 +17,8 @@ Meta = dict[str, Any]
 
 class DeploymentConfig(Aggregate):
     """One app. The slot says which (revision, attempt) may run a deployer (I2)."""
+
+    freeze: freezes.Freeze | None = None  # (a class default: snapshots taken before freezes existed lack it)
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -68,6 +72,16 @@ class DeploymentConfig(Aggregate):
             raise DomainError(f"config {self.name} is not paused")
         self._resumed(meta=meta)
 
+    def freeze_config(self, until: datetime | None, reason: str, now: datetime, meta: Meta) -> None:
+        """Stop claims of this config until `until` (None: until unfrozen); a new freeze replaces one in force."""
+        freezes.check_request(until, reason, now)
+        self._frozen(until=until.isoformat() if until else None, reason=reason, meta=meta)
+
+    def unfreeze(self, now: datetime, meta: Meta) -> None:
+        if not freezes.in_force(self.freeze, now):
+            raise DomainError(f"config {self.name} is not frozen")
+        self._unfrozen(meta=meta)
+
     def trigger(self, cause: str, message: str | None, supersede: bool, meta: Meta) -> int:
         self.check_can_roll_out(supersede)
         revision = self.latest_revision + 1
@@ -101,6 +115,14 @@ class DeploymentConfig(Aggregate):
     @event("Resumed")
     def _resumed(self, meta: Meta) -> None:
         self.paused = False
+
+    @event("Frozen")
+    def _frozen(self, until: str | None, reason: str, meta: Meta) -> None:
+        self.freeze = {"by": meta.get("actor"), "reason": reason, "until": until, "at": self.modified_on.isoformat()}
+
+    @event("Unfrozen")
+    def _unfrozen(self, meta: Meta) -> None:
+        self.freeze = None
 
     @event("RolloutTriggered")
     def _triggered(self, revision: int, cause: str, message: str | None, meta: Meta) -> None:

@@ -31,6 +31,10 @@ class Deployment(Aggregate):
     exactly as the projections and the audit fold the log.
     """
 
+    needs_approval = False  # class defaults: deployments recorded before approvals existed need none
+    requested_by: str | None = None
+    approved_by: str | None = None
+
     class Event(Aggregate.Event):
         def apply(self, aggregate: Any) -> None:
             aggregate.phase = phases.phase_after(aggregate.phase, type(self).__name__, self.__dict__)
@@ -61,6 +65,9 @@ class Deployment(Aggregate):
         self.claimant: str | None = None
         self.step: Step | None = None
         self.cancel_requested = False
+        self.needs_approval = bool(spec.get("require_approval"))
+        self.requested_by = meta.get("actor")  # who asked for this attempt: never its approver
+        self.approved_by: str | None = None
 
     # -- reading -------------------------------------------------------------
 
@@ -101,8 +108,14 @@ class Deployment(Aggregate):
 
     # -- commands ------------------------------------------------------------
 
+    @property
+    def awaits_approval(self) -> bool:
+        return self.needs_approval and self.approved_by is None
+
     def claim(self, claimant: str, meta: Meta) -> None:
         phases.check(self.phase, "DeployerClaimed")
+        if self.awaits_approval:
+            raise DomainError(f"revision {self.revision} of {self.config} waits for an approval")
         step = self.first_step()
         self._claimed(attempt=self.attempt, name=step.name, step=step.as_data(), claimant=claimant, meta=meta)
 
@@ -188,10 +201,23 @@ class Deployment(Aggregate):
             raise DomainError(f"revision {self.revision} has no cancel request")
         self._cancelled(attempt=self.attempt, meta=meta)
 
-    def retry(self, meta: Meta) -> None:
+    def retry(self, meta: Meta, needs_approval: bool = False) -> None:
         if self.phase != phases.FAILED:
             raise DomainError(f"revision {self.revision} is {self.phase}: only a Failed deployment can be retried")
-        self._retry_requested(attempt=self.attempt + 1, meta=meta)
+        self._retry_requested(attempt=self.attempt + 1, needs_approval=needs_approval, meta=meta)
+
+    def approve(self, meta: Meta) -> None:
+        """Four eyes: the attempt may be claimed once someone other than who asked for it approves."""
+        if not self.needs_approval:
+            raise DomainError(f"revision {self.revision} of {self.config} needs no approval")
+        if self.phase != phases.NEW or self.approved_by is not None:
+            raise DomainError(f"revision {self.revision} of {self.config} is not waiting for an approval")
+        if meta.get("actor") == self.requested_by:
+            raise DomainError(
+                f"{self.requested_by} asked for revision {self.revision} attempt {self.attempt}:"
+                " another actor must approve it"
+            )
+        self._approved(attempt=self.attempt, meta=meta)
 
     # -- helpers -------------------------------------------------------------
 
@@ -294,8 +320,15 @@ class Deployment(Aggregate):
     def _cancelled(self, attempt: int, meta: Meta) -> None:
         self._end(CANCELLED)
 
+    @event("Approved")
+    def _approved(self, attempt: int, meta: Meta) -> None:
+        self.approved_by = meta.get("actor")
+
     @event("RetryRequested")
-    def _retry_requested(self, attempt: int, meta: Meta) -> None:
+    def _retry_requested(self, attempt: int, meta: Meta, needs_approval: bool = False) -> None:
+        self.needs_approval = needs_approval
+        self.requested_by = meta.get("actor")
+        self.approved_by = None
         self.attempt = attempt
         self.reason = None
         self.claimant = None

@@ -21,6 +21,7 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     "CancelRequested": OPEN,
     "Cancelled": ACTIVE,
     "RetryRequested": frozenset({FAILED}),
+    "Approved": frozenset({NEW}),
     "HookCreated": ACTIVE,
     "HookStarted": ACTIVE,
     "HookSucceeded": ACTIVE,

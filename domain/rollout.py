@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from eventsourcing.domain import Aggregate
 
+from domain import freeze as freezes
 from domain.config import DeploymentConfig
 from domain.deployment import Deployment
 from domain.errors import DomainError
+from domain.freeze import Freeze
 
 Meta = dict[str, Any]
 
@@ -58,13 +61,24 @@ def cancel(config: DeploymentConfig, open_deployments: Sequence[Deployment], met
 def retry(config: DeploymentConfig, deployment: Deployment, meta: Meta) -> list[Aggregate]:
     if deployment.revision != config.latest_revision:
         raise DomainError(f"only the latest revision ({config.latest_revision}) can be retried")
-    deployment.retry(meta)
+    deployment.retry(meta, needs_approval=bool(config.spec.get("require_approval")))
     config.reopen(deployment.revision, deployment.attempt, meta)
     return [config, deployment]
 
 
-def claim(config: DeploymentConfig, deployment: Deployment, claimant: str, meta: Meta) -> list[Aggregate]:
-    """Give `deployment` the config's deployer slot (I2), checked on fresh aggregates."""
+def claim(
+    config: DeploymentConfig,
+    deployment: Deployment,
+    claimant: str,
+    meta: Meta,
+    *,
+    freeze_all: Freeze | None = None,
+    now: datetime | None = None,
+) -> list[Aggregate]:
+    """Give `deployment` the config's deployer slot (I2), checked on fresh aggregates: refused while a
+    freeze of the config (or of all, `freeze_all`) is in force at `now`, or an approval is missing."""
+    if now is not None:
+        freezes.check_claimable(config.name, [("config", config.freeze), ("all", freeze_all)], now)
     config.check_can_claim(deployment.revision)
     deployment.claim(claimant, meta)
     config.claim_slot(deployment.revision, deployment.attempt, claimant, meta)

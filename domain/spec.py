@@ -62,6 +62,7 @@ class Spec(BaseModel):
     trigger: Literal["manual", "config-change"] = "manual"
     pre_hook: Hook | None = None
     post_hook: Hook | None = None
+    require_approval: bool = False  # each deployment and retry waits for `rollout approve` by another actor
 
     _command_not_blank = field_validator("command")(classmethod(lambda cls, argv: _argv_not_blank(argv)))
 
@@ -86,8 +87,9 @@ class Spec(BaseModel):
         return self
 
     def _unstored(self) -> set[str]:
-        """An empty pass_env is left out of the data: specs without one stay as they were written."""
-        return set() if self.pass_env else {"pass_env"}
+        """An empty pass_env, and require_approval when off, are left out of the data: specs without
+        them stay as they were written."""
+        return (set() if self.pass_env else {"pass_env"}) | (set() if self.require_approval else {"require_approval"})
 
     def to_data(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude=self._unstored())
@@ -95,7 +97,7 @@ class Spec(BaseModel):
     def rollout_part(self) -> dict[str, Any]:
         """What a deployment runs; a change here is a config change. (With pass_env even when empty:
         `undo` lays it over the current spec.)"""
-        return self.model_dump(mode="json", exclude={"history_limit", "trigger"})
+        return self.model_dump(mode="json", exclude={"history_limit", "trigger", "require_approval"})
 
     def hook(self, which: str) -> Hook | None:
         return self.pre_hook if which == "pre" else self.post_hook

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -32,8 +33,11 @@ def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: 
     def decision() -> tuple[list[Any], str | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
-        try:
-            aggregates = rollout.claim(config, deployment, claimant, meta)
+        every = app.guarded_freeze_all()
+        try:  # frozen or unapproved, as the log says now, whatever the plan's view said: not claimed
+            aggregates = rollout.claim(
+                config, deployment, claimant, meta, freeze_all=every and every.freeze, now=datetime.now(UTC)
+            )
         except DomainError:
             return [], None
         return aggregates, deployment.step.name if deployment.step else None
