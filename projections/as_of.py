@@ -12,6 +12,7 @@ from uuid import UUID
 import sqlite_utils
 
 from domain import ids
+from domain.freeze import ALL_ID
 from projections.history import History
 from projections.records import Notification, decode
 
@@ -28,9 +29,10 @@ def history_at(notifications: Iterable[Notification]) -> sqlite_utils.Database:
 
 
 def config_history_at(events_of: EventsOf, name: str, position: int) -> sqlite_utils.Database:
-    """The history view of config `name` as the log stood at `position`: its stream, then its deployments'."""
+    """The history view of config `name` as the log stood at `position`: its stream and the freeze of all's,
+    then its deployments'."""
     config = ids.config_id(name)
-    own = events_of([config], position)
+    own = events_of([config, ALL_ID], position)
     revisions = max(
         (decode(n).data.get("revision") or 0 for n in own if n.topic.endswith(".RolloutTriggered")), default=0
     )

@@ -8,6 +8,7 @@ from typing import Any
 import sqlite_utils
 
 from domain import phases
+from projections import freezes
 from projections.projection import Fold, Projection, Sink
 from projections.records import Record
 from projections.rows import Table
@@ -16,7 +17,7 @@ CREATE = """
 CREATE TABLE IF NOT EXISTS open_deployments (
     stream TEXT PRIMARY KEY, config TEXT, version INTEGER, attempt INTEGER, phase TEXT,
     step TEXT, step_kind TEXT, created INTEGER, started INTEGER, cancel INTEGER,
-    claimant TEXT, claimed_at TEXT, timeout INTEGER, notification_id INTEGER)
+    claimant TEXT, claimed_at TEXT, timeout INTEGER, notification_id INTEGER, approval INTEGER)
 """
 COLUMNS = (
     "stream",
@@ -33,6 +34,7 @@ COLUMNS = (
     "claimed_at",
     "timeout",
     "notification_id",
+    "approval",  # 1: the attempt waits for `rollout approve`
 )
 STEP_MARKS = {
     "DeployerCreated": "created",
@@ -42,18 +44,21 @@ STEP_MARKS = {
 }
 
 # Events whose row change follows from their type alone (see _advance and phases.phase_after)
-_NO_DATA = frozenset({*STEP_MARKS, "CancelRequested", "Cancelled", "DeployerFailed", "DeployerLost"})
+_NO_DATA = frozenset(
+    {*STEP_MARKS, "CancelRequested", "Cancelled", "DeployerFailed", "DeployerLost", "Approved", "Unfrozen"}
+)
 
 
 class Desired(Projection):
-    """A row per deployment; the controller reads the open ones through an index on phase."""
+    """A row per deployment; the controller reads the open ones through an index on phase. And the freezes."""
 
     name = "desired"
-    version = 1
-    tables = ("open_deployments",)
+    version = 2  # 2: approvals and freezes
+    tables = ("open_deployments", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
         db.execute(CREATE)
+        freezes.create(db)
         db.execute("CREATE INDEX IF NOT EXISTS open_phase ON open_deployments (phase)")
 
     def fold(self, conn: Sink) -> DesiredFold:
@@ -63,9 +68,10 @@ class Desired(Projection):
 class DesiredFold(Fold):
     def __init__(self, conn: Sink) -> None:
         self.table = Table(conn, "open_deployments", COLUMNS, "stream")
+        self.freezes = freezes.FreezeTable(conn)
 
     def wants(self, kind: str, type_: str) -> bool:
-        return kind == "deployment"
+        return kind == "deployment" or freezes.wants(kind, type_)
 
     def needs_data(self, kind: str, type_: str) -> bool:
         return type_ not in _NO_DATA
@@ -75,6 +81,8 @@ class DesiredFold(Fold):
         changed = table.changed
         for r in records:
             if r.kind != "deployment":
+                if freezes.wants(r.kind, r.type):
+                    self.freezes.apply(r)
                 continue
             if r.type == "Created":
                 table.put(_created(r))
@@ -86,6 +94,7 @@ class DesiredFold(Fold):
 
     def flush(self) -> None:
         self.table.flush()
+        self.freezes.flush()
 
 
 def fold(row: dict[str, Any] | None, r: Record) -> dict[str, Any] | None:
@@ -115,6 +124,7 @@ def _created(r: Record) -> dict[str, Any]:
         "claimed_at": None,
         "timeout": r.data["spec"]["timeout"],
         "notification_id": None,
+        "approval": 1 if r.data["spec"].get("require_approval") else 0,
     }
 
 
@@ -134,7 +144,10 @@ def _advance(row: dict[str, Any], r: Record) -> None:
         row["cancel"] = 1
     elif r.type == "RetryRequested":
         row.update(attempt=r.data["attempt"], cancel=0, claimant=None, claimed_at=None)
+        row["approval"] = 1 if r.data.get("needs_approval") else 0
         _enter(row, None)
+    elif r.type == "Approved":
+        row["approval"] = 0
 
 
 def _enter(row: dict[str, Any], step: dict[str, Any] | None) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import sqlite_utils
 
 from domain import phases
+from projections import freezes
 from projections.projection import Fold, Projection, Sink
 from projections.records import Record
 from projections.rows import Table
@@ -18,7 +19,7 @@ SCHEMA = (
        paused INTEGER, latest_version INTEGER, created_at TEXT, updated_at TEXT)""",
     """CREATE TABLE IF NOT EXISTS deployments (stream TEXT PRIMARY KEY, config TEXT, version INTEGER,
        phase TEXT, reason TEXT, attempt INTEGER, cause TEXT, message TEXT, actor TEXT, step TEXT,
-       created_at TEXT, started_at TEXT, finished_at TEXT, spec TEXT)""",
+       created_at TEXT, started_at TEXT, finished_at TEXT, spec TEXT, needs_approval INTEGER, approved_by TEXT)""",
     "CREATE UNIQUE INDEX IF NOT EXISTS deployments_config ON deployments (config, version)",
     """CREATE TABLE IF NOT EXISTS steps (name TEXT PRIMARY KEY, config TEXT, version INTEGER,
        attempt INTEGER, kind TEXT, try INTEGER, state TEXT, exit_code INTEGER, reason TEXT,
@@ -42,6 +43,8 @@ COLUMNS = {
         "started_at",
         "finished_at",
         "spec",
+        "needs_approval",  # the current attempt waits for `rollout approve` until approved_by is set
+        "approved_by",
     ),
     "steps": (
         "name",
@@ -86,18 +89,20 @@ _NO_DATA = frozenset(
         "Cancelled",
         "Paused",
         "Resumed",
+        "Unfrozen",
     }
 )
 
 
 class History(Projection):
     name = "history"
-    version = 1
-    tables = ("configs", "deployments", "steps")
+    version = 2  # 2: approvals and freezes
+    tables = ("configs", "deployments", "steps", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
         for statement in SCHEMA:
             db.execute(statement)
+        freezes.create(db)
 
     def fold(self, conn: Sink) -> HistoryFold:
         return HistoryFold(conn)
@@ -106,8 +111,13 @@ class History(Projection):
 class HistoryFold(Fold):
     def __init__(self, conn: Sink) -> None:
         self.configs, self.deployments, self.steps = (Table(conn, t, COLUMNS[t], KEYS[t]) for t in COLUMNS)
+        self.freezes = freezes.FreezeTable(conn)
 
     def wants(self, kind: str, type_: str) -> bool:
+        if freezes.wants(kind, type_):
+            return True
+        if kind == "freeze":
+            return False
         return kind != "config" or type_ == "Registered" or type_ in _CONFIG_CHANGES
 
     def needs_data(self, kind: str, type_: str) -> bool:
@@ -115,14 +125,17 @@ class HistoryFold(Fold):
 
     def apply(self, records: Sequence[Record]) -> None:
         for r in records:
-            if r.kind == "config":
+            if r.kind == "config" and r.type not in freezes.TYPES:
                 self._config(r)
-            else:
+            elif r.kind == "deployment":
                 self._deployment(r)
+            elif freezes.wants(r.kind, r.type):
+                self.freezes.apply(r)
 
     def flush(self) -> None:
         for table in (self.configs, self.deployments, self.steps):
             table.flush()
+        self.freezes.flush()
 
     def _config(self, r: Record) -> None:
         if r.type == "Registered":
@@ -171,6 +184,8 @@ class HistoryFold(Fold):
                     "started_at": None,
                     "finished_at": None,
                     "spec": json.dumps(data["spec"]),
+                    "needs_approval": 1 if data["spec"].get("require_approval") else 0,
+                    "approved_by": None,
                 }
             )
             return
@@ -183,6 +198,9 @@ class HistoryFold(Fold):
         row["phase"] = after = phases.phase_after(before, type_, data)
         if type_ == "RetryRequested":
             row.update(attempt=data["attempt"], reason=None, started_at=None, finished_at=None)
+            row.update(needs_approval=1 if data.get("needs_approval") else 0, approved_by=None)
+        elif type_ == "Approved":
+            row["approved_by"] = r.meta.get("actor")
         elif type_ == "DeployerStarted" and not row["started_at"]:
             row["started_at"] = r.timestamp
         if after in phases.TERMINAL and before not in phases.TERMINAL:

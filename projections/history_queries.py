@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import sqlite_utils
 
 from domain.errors import NotFound
+from projections import freezes
 
 Row = dict[str, Any]
 
@@ -32,13 +34,18 @@ _STEPS = "SELECT * FROM steps WHERE config = ? AND version = ? ORDER BY created_
 _LATEST_PHASE = "SELECT phase FROM deployments WHERE config = ? ORDER BY version DESC LIMIT 1"
 
 
-def configs(db: sqlite_utils.Database, name: str | None = None) -> list[Row]:
-    """Every config (or only `name`) with its spec decoded, its paused flag and its latest deployment's phase."""
+def configs(db: sqlite_utils.Database, name: str | None = None, now: datetime | None = None) -> list[Row]:
+    """Every config (or only `name`) with its spec decoded, its paused flag, its latest deployment's phase,
+    and the freezes in force at `now` (`frozen`, `freezes`: none without `now`)."""
     sql = _CONFIGS + (" WHERE c.name = ?" if name else "") + " ORDER BY c.name"
     rows = list(db.query(sql, [name] if name else []))
+    recorded = freezes.recorded(db) if now is not None else {}
     for row in rows:
+        row["freezes"] = freezes.in_force_for(row["name"], recorded, now) if now is not None else []
+        row["frozen"] = bool(row["freezes"])
         row["spec"] = json.loads(row["spec"])
         row["spec"].setdefault("pass_env", [])  # left out of the stored spec when empty
+        row["spec"].setdefault("require_approval", False)  # left out when off
         row["paused"] = bool(row["paused"])
         row["latest_phase"] = row.pop("phase")
     return rows
@@ -56,6 +63,7 @@ def deployments(db: sqlite_utils.Database, name: str, revision: int | None = Non
         raise NotFound(f"config {name!r} has no revision {revision}")
     for row in rows:
         row["spec"] = json.loads(row["spec"])
+        row["needs_approval"] = bool(row["needs_approval"])
         if revision is not None:
             row["steps"] = list(db.query(_STEPS, [name, revision]))
     return rows

@@ -45,7 +45,11 @@ class Record(NamedTuple):
         return self.data.get("meta") or {}
 
 
-KINDS = {"domain.config:DeploymentConfig": "config", "domain.deployment:Deployment": "deployment"}
+KINDS = {
+    "domain.config:DeploymentConfig": "config",
+    "domain.deployment:Deployment": "deployment",
+    "domain.freeze:FreezeAll": "freeze",
+}
 _TOPICS: dict[str, tuple[str, str]] = {}  # a few dozen topics, split once each
 _scan = json.JSONDecoder().scan_once  # json.loads without its two whitespace regexes (the log has none)
 _new = tuple.__new__

@@ -15,6 +15,8 @@ import click
 COMMANDS = {
     "config": ("adapters.cli.config_cmds", "config", "Create, change and show deployment configs."),
     "rollout": ("adapters.cli.rollout_cmds", "rollout", "Trigger, cancel, retry, undo and watch rollouts."),
+    "freeze": ("adapters.cli.freeze_cmds", "freeze", "Stop claims of configs' deployments for a while."),
+    "unfreeze": ("adapters.cli.freeze_cmds", "unfreeze", "Lift a freeze: deployments may be claimed again."),
     "events": ("adapters.cli.audit_cmds", "events", "List the events of the log, filtered."),
     "audit": ("adapters.cli.audit_cmds", "audit", "Check the whole history for broken invariants."),
     "home": ("adapters.cli.home_cmds", "home", "Bind the home to the log as it is now (after a restore)."),

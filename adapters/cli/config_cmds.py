@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -10,6 +11,7 @@ import click
 from adapters.cli.as_of import as_of_option, history_at
 from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.params import name_argument
+from adapters.cli.rollout_cmds import freeze_text
 from adapters.cli.spec_options import changed_spec, spec_options, warn_secret_env
 from adapters.cli.state import State, pass_reader, pass_state
 from domain.errors import NotFound
@@ -80,7 +82,8 @@ def config_rows(state: State, name: str | None = None, as_of: int | str | None =
     from projections import history_queries
 
     db = state.read("history").db("history") if as_of is None or name is None else history_at(state, name, as_of)
-    return history_queries.configs(db, name)
+    moment = datetime.fromisoformat(as_of) if isinstance(as_of, str) else datetime.now(UTC)
+    return history_queries.configs(db, name, moment)
 
 
 @config.command("show")
@@ -115,7 +118,9 @@ def show_(state: State, name: str, as_of: int | str | None, output: str) -> None
         ("Trigger", spec["trigger"]),
         ("Pre hook", _hook(spec["pre_hook"])),
         ("Post hook", _hook(spec["post_hook"])),
+        ("Approval", "required (rollout approve)" if spec["require_approval"] else "not required"),
         ("Paused", "yes" if row["paused"] else "no"),
+        ("Frozen", "; ".join(freeze_text(f) for f in row["freezes"]) or "no"),
         ("Latest version", f"{row['latest_version']} ({row['latest_phase'] or 'none'})"),
     ]
     click.echo("\n".join(f"{k + ':':<16}{v}" for k, v in lines))
@@ -139,4 +144,4 @@ def list_(state: State, output: str) -> None:
     rows = config_rows(state)
     for row in rows:
         row["command"] = " ".join(row["spec"]["command"])
-    show(rows, ["name", "latest_version", "latest_phase", "paused", "command"], output, "No configs.")
+    show(rows, ["name", "latest_version", "latest_phase", "paused", "frozen", "command"], output, "No configs.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -123,6 +124,27 @@ def resume(state: State, name: str) -> None:
     click.echo(f"{name} resumed")
 
 
+@rollout.command()
+@name_argument
+@click.option("--version", "revision", type=REVISION, help="The version to approve (default: the latest).")
+@pass_state
+def approve(state: State, name: str, revision: int | None) -> None:
+    """Approve NAME's deployment that waits for an approval (config --require-approval).
+
+    The approver must be another actor (--as) than the one who triggered or
+    retried that attempt: the same one is refused (exit 1), as is a deployment
+    that needs no approval or is not waiting for one. The approver is
+    recorded in the log and shown by `rollout history --revision N`.
+
+    \b
+    Example:
+      rollouts --as bob rollout approve web
+      rollouts --as bob rollout approve web --version 7
+    """
+    version, attempt = state.app.approve(name, revision, state.meta())
+    click.echo(f"{name} version {version} attempt {attempt} approved by {state.actor}")
+
+
 def history_rows(
     state: State, name: str, revision: int | None = None, as_of: int | str | None = None
 ) -> list[dict[str, Any]]:
@@ -165,6 +187,8 @@ def _revision_detail(row: dict[str, Any]) -> None:
     spec = row["spec"]
     for key in DEPLOYMENT_FIELDS:
         click.echo(f"{key.replace('_', ' ').capitalize() + ':':<13}{row[key] if row[key] is not None else '<none>'}")
+    if row["needs_approval"]:
+        click.echo(f"{'Approval:':<13}{'by ' + row['approved_by'] if row['approved_by'] else 'waiting'}")
     click.echo(f"{'Command:':<13}{json.dumps(spec['command'])}")
     click.echo(f"{'Env:':<13}{json.dumps(spec['env'])}")
     if spec.get("pass_env"):
@@ -207,7 +231,7 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
         if not rows:
             raise NotFound(f"config {name!r} has no deployment yet")
         latest_row = rows[-1]
-        line = _status_line(name, latest_row)
+        line = _status_line(name, latest_row, _freezes(state, name, as_of))
         if line != said:
             click.echo(line)
             said = line
@@ -219,6 +243,25 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
         time.sleep(0.1)
 
 
-def _status_line(name: str, row: dict[str, Any]) -> str:
+def _status_line(name: str, row: dict[str, Any], freezes: list[dict[str, Any]]) -> str:
     text = f"{name} version {row['version']} (attempt {row['attempt']}): {row['phase']}"
-    return f"{text}: {row['reason']}" if row["reason"] else text
+    text = f"{text}: {row['reason']}" if row["reason"] else text
+    if row["phase"] == phases.NEW and row["needs_approval"] and not row["approved_by"]:
+        text += "; waiting for approval (rollout approve, by another actor)"
+    return text + "".join(f"; {freeze_text(f)}" for f in freezes)
+
+
+def freeze_text(freeze: dict[str, Any]) -> str:
+    """`frozen (all) by alice: release week, until 2026-12-24T18:00:00+00:00`"""
+    return f"frozen ({freeze['scope']}) by {freeze['by']}: {freeze['reason']}, until {freeze['until'] or 'unfrozen'}"
+
+
+def _freezes(state: State, name: str, as_of: int | str | None) -> list[dict[str, Any]]:
+    """The freezes of `name` in force now (or, with an ISO --as-of, at that time)."""
+    from projections import history_queries
+
+    if as_of is None:
+        db = state.read("history").db("history")
+        return history_queries.configs(db, name, datetime.now(UTC))[0]["freezes"]
+    moment = datetime.fromisoformat(as_of) if isinstance(as_of, str) else datetime.now(UTC)
+    return history_queries.configs(history_at(state, name, as_of), name, moment)[0]["freezes"]

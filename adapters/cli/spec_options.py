@@ -35,6 +35,12 @@ def spec_options(f: F) -> F:
         click.option("--pre-hook-policy", type=POLICY, help="When the pre hook fails (default abort)."),
         click.option("--post-hook", metavar="'CMD ARGS'", help="Run after the deployer succeeds ('' removes it)."),
         click.option("--post-hook-policy", type=POLICY, help="When the post hook fails (default abort)."),
+        click.option(
+            "--require-approval/--no-require-approval",
+            "require_approval",
+            default=None,
+            help="Each new deployment and retry waits for `rollout approve` by another actor.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -108,7 +114,7 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
         new["command"] = list(command)
     new["env"] = merged_env(data.get("env", {}), options["env"])
     new["pass_env"] = merged_pass_env(data.get("pass_env", []), options["pass_env"])
-    for key in ("timeout", "history_limit", "trigger"):
+    for key in ("timeout", "history_limit", "trigger", "require_approval"):
         if options[key] is not None:
             new[key] = options[key]
     for which in ("pre", "post"):

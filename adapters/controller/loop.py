@@ -16,7 +16,7 @@ from eventsourcing.persistence import PersistenceError
 from adapters.application import RolloutsApp, WriteConflict
 from adapters.controller import commands
 from adapters.controller.executor import Executor
-from adapters.controller.plan import REPORTS, Action, Kind, batches, plan
+from adapters.controller.plan import REPORTS, Action, Kind, batches, gated, plan
 from adapters.controller.twins import Twins
 from adapters.controller.watch import Watch
 from adapters.failures import disk_problem
@@ -25,6 +25,7 @@ from adapters.leases import Leases
 from adapters.runtime.port import Observed, Runtime
 from domain import ids
 from domain.errors import DomainError, NotFound
+from projections import freezes
 from projections.store import BY_NAME
 
 TRANSIENT = (PersistenceError, sqlite3.OperationalError)
@@ -95,7 +96,9 @@ class Controller:
         observed = {r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"]}
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
         expired = frozenset(self.leases.expired() - {self.claimant})
-        actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
+        now = datetime.now(UTC)
+        frozen = {f["stream"]: f for f in self.projections.query("desired", freezes.IN_LOG)}
+        actions = plan(rows, observed, self.claimant, now, expired, frozen)
         planned = batches(actions)
         claims = [b for b in planned if b[0].kind == Kind.CLAIM]
         reports = [b for b in planned if b[0].kind in REPORTS]
@@ -117,7 +120,8 @@ class Controller:
             except (WriteConflict, DomainError, NotFound) as error:
                 self.log(f"skipped {_kinds(batch)}: {error}")
         self._prune()
-        return len(rows), len(actions)
+        # What waits for an approval or a freeze keeps no --until-idle controller running.
+        return sum(not gated(r, frozen, now) for r in rows), len(actions)
 
     def _narrate(self, batch: tuple[Action, ...]) -> None:
         first = batch[0]

@@ -15,6 +15,7 @@ from typing import Any
 
 from adapters.runtime.port import Observed
 from domain import phases
+from projections import freezes
 
 ENDED = frozenset({"exited", "stopped", "deleted", "lost"})
 
@@ -54,24 +55,35 @@ class Action:
     reason: str | None = None
 
 
+def gated(d: Mapping[str, Any], frozen: Mapping[str, Mapping[str, Any]], now: datetime) -> bool:
+    """Whether a New deployment waits for an approval, or for a freeze in force at `now` to end
+    (`frozen`: the freezes the log has not lifted, by stream, as projections.freezes reads them)."""
+    if d["phase"] != phases.NEW:
+        return False
+    return bool(d.get("approval")) or bool(freezes.in_force_for(d["config"], frozen, now))
+
+
 def plan(
     desired: Sequence[Mapping[str, Any]],
     observed: Mapping[str, Observed | None],
     claimant: str,
     now: datetime,
     expired: frozenset[str] = frozenset(),
+    frozen: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Action]:
     """Actions for every open deployment row of the desired-deployers view.
 
     `observed` maps deployer names to runtime rows (objects with state,
     exit_code, reason, created_at). Deployments claimed by another controller
     are left to it, unless its lease has expired (`expired`): then they are Lost.
+    A deployment that waits for an approval or a freeze (`gated`) is not claimed; the
+    claim would be refused anyway, on the aggregates (domain/rollout.claim).
     """
     actions: list[Action] = []
     busy = {d["config"] for d in desired if d["phase"] != phases.NEW}
     for d in desired:
         if d["phase"] == phases.NEW:
-            if not d["cancel"] and d["config"] not in busy:
+            if not d["cancel"] and d["config"] not in busy and not gated(d, frozen or {}, now):
                 actions.append(_act(Kind.CLAIM, d))
                 busy.add(d["config"])
         elif d["claimant"] == claimant:

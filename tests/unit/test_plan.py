@@ -36,6 +36,7 @@ def row(phase: str = "Pending", **changes: Any) -> dict[str, Any]:
         "claimed_at": None,
         "timeout": 600,
         "notification_id": 7,
+        "approval": 0,
     }
     if phase != "New":
         base.update(step=DEPLOYER, step_kind="deployer", claimant=ME, claimed_at=CLAIMED_AT.isoformat())
