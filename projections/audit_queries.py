@@ -72,6 +72,29 @@ def deployment_events(db: sqlite_utils.Database, name: str | None = None) -> Ite
         yield position, type_, config, version, document(data)[1]
 
 
+def gate_events(
+    db: sqlite_utils.Database, name: str | None = None
+) -> Iterator[tuple[int, str, str | None, int | None, str, Row]]:
+    """(position, type, config, version, timestamp, data) of the events domain/gate_audit reads (of config
+    `name`, and the freezes of all), in log order; config is None for a freeze of all."""
+    from domain.freeze import ALL_ID
+    from domain.gate_audit import TYPES
+
+    sql = f"SELECT position, type, config, version, timestamp, data, stream FROM events WHERE type IN ({_marks(TYPES)})"
+    args: list[Any] = list(TYPES)
+    if name:
+        sql += " AND (config = ? OR stream = ?)"
+        args += [name, str(ALL_ID)]
+    for position, type_, config, version, timestamp, data, stream in db.execute(sql + " ORDER BY position", args):
+        if stream == str(ALL_ID):
+            config = None
+        yield position, type_, config, version, timestamp, document(data)[1]
+
+
+def _marks(values: tuple[str, ...]) -> str:
+    return ", ".join("?" * len(values))
+
+
 def event_count(db: sqlite_utils.Database, name: str | None = None) -> int:
     """How many events the view holds (about config `name`)."""
     sql = "SELECT count(*) FROM events" + (" WHERE config = ?" if name else "")

@@ -72,12 +72,16 @@ def events(
 @output_option
 @pass_reader
 def audit(state: State, name: str | None, output: str) -> None:
-    """Check what the log shows of the invariants I1-I3 and I8; exit 1 on a violation.
+    """Check what the log shows of the invariants I1-I3, I8 and the gates G1-G2; exit 1 on a violation.
 
     I1: each deployer (deployment, attempt, hook try) claimed and created at
     most once. I2: at most one active deployment per config at every point
     of the log. I3: phases only move forward, except by an explicit retry.
     I8: the hash chain holds (as `rollouts log verify` checks it).
+    G1: no claim while its config was frozen (by name or by --all): a freeze
+    holds from its event until an unfreeze, while the claim's timestamp is
+    before --until. G2: no claim of an attempt that needed an approval and
+    had none, and no approval by the actor who asked for the attempt.
 
     \b
     Example:
@@ -85,14 +89,16 @@ def audit(state: State, name: str | None, output: str) -> None:
       rollouts audit web -o json
     """
     from domain.audit import audit as check
+    from domain.gate_audit import audit_gates
     from projections import audit_queries
 
     db = state.read("audit").db("audit")
     if name is not None:
         audit_queries.require_config(db, name)
     result = check(audit_queries.deployment_events(db, name))
+    gates = audit_gates(audit_queries.gate_events(db, name))
     total = audit_queries.event_count(db, name)
-    violations = [v.as_dict() for v in result.violations] + _chain_breaks(state)
+    violations = [v.as_dict() for v in [*result.violations, *gates.violations]] + _chain_breaks(state)
     violations.sort(key=lambda v: v["position"])
     if output == "json":
         emit_json({"ok": not violations, "events": total, "violations": violations})
@@ -101,7 +107,7 @@ def audit(state: State, name: str | None, output: str) -> None:
             about = f" ({v['config']} v{v['version']})" if v["config"] is not None else ""
             click.echo(f"VIOLATION {v['rule']} at position {v['position']}{about}: {v['message']}")
     else:
-        click.echo(f"ok: {total} events checked, no violation of I1-I3 or I8")
+        click.echo(f"ok: {total} events checked, no violation of I1-I3, I8, G1 or G2")
     if violations:
         raise click.exceptions.Exit(1)
 

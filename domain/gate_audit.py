@@ -1,0 +1,73 @@
+"""What the log shows of the gates on claims: no claim inside a freeze (G1), none without its approval (G2).
+
+A pure check over the events that open, approve and claim attempts, and that freeze and unfreeze,
+in log order. A freeze holds from its position until an Unfrozen after it, and only while the claim's
+own timestamp is before its `until`: the log alone decides, never the clock of whoever audits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from domain.audit import Violation
+from domain.freeze import in_force
+
+# The event types this audit reads (what projections.audit_queries.gate_events selects).
+TYPES = ("Created", "RetryRequested", "Approved", "DeployerClaimed", "Frozen", "Unfrozen")
+GateEvent = tuple[int, str, str | None, int | None, str, dict[str, Any]]  # position, type, config, version, time, data
+
+
+class GateAuditor:
+    """Feed gate events in log order; `violations` lists every claim a freeze or an approval should have held."""
+
+    def __init__(self) -> None:
+        self.freezes: dict[str | None, dict[str, Any] | None] = {}  # config name (None: all) -> freeze
+        self.needs: dict[tuple[str, int], bool] = {}
+        self.asked_by: dict[tuple[str, int], str | None] = {}
+        self.approved: dict[tuple[str, int], str | None] = {}
+        self.violations: list[Violation] = []
+
+    def feed(self, position: int, type_: str, config: str | None, version: int | None, at: str, data: Any) -> None:
+        meta = data.get("meta") or {}
+        if type_ == "Frozen":
+            self.freezes[config] = {"until": data.get("until"), "reason": data.get("reason")}
+            return
+        if type_ == "Unfrozen":
+            self.freezes[config] = None
+            return
+        if config is None or version is None:
+            return
+        key = (config, version)
+        if type_ in ("Created", "RetryRequested"):
+            spec = data.get("spec") or {}
+            self.needs[key] = bool(spec.get("require_approval") if type_ == "Created" else data.get("needs_approval"))
+            self.asked_by[key] = meta.get("actor")
+            self.approved[key] = None
+        elif type_ == "Approved":
+            self.approved[key] = meta.get("actor")
+            if meta.get("actor") == self.asked_by.get(key):
+                self._flag(position, key, "G2", f"approved by {meta.get('actor')}, who asked for it")
+        elif type_ == "DeployerClaimed":
+            self._claimed(position, key, at)
+
+    def _claimed(self, position: int, key: tuple[str, int], at: str) -> None:
+        if self.needs.get(key) and self.approved.get(key) is None:
+            self._flag(position, key, "G2", f"claimed without an approval (attempt asked for by {self.asked_by[key]})")
+        moment = datetime.fromisoformat(at)
+        for scope, name in (("config", key[0]), ("all", None)):
+            freeze = self.freezes.get(name)
+            if freeze is not None and in_force(freeze, moment):
+                until = freeze["until"] or "unfreeze"
+                self._flag(position, key, "G1", f"claimed at {at} inside a freeze ({scope}) until {until}")
+
+    def _flag(self, position: int, key: tuple[str, int], rule: str, message: str) -> None:
+        self.violations.append(Violation(position, key[0], key[1], rule, message))
+
+
+def audit_gates(events: Iterable[GateEvent]) -> GateAuditor:
+    auditor = GateAuditor()
+    for event in events:
+        auditor.feed(*event)
+    return auditor

@@ -1,0 +1,131 @@
+"""Freezes and approvals through the CLI (in-process): what status, show and history say, and every refusal
+as one `error:` line with its exit code, appending nothing."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.conftest import Result, Rollouts
+
+REFUSED, USAGE, MISSING = 1, 2, 4
+PAST = "2001-01-01T00:00:00"
+FUTURE = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0, tzinfo=None).isoformat()
+
+
+def as_(rollouts: Rollouts, actor: str, *args: str) -> Result:
+    return rollouts.run("--as", actor, *args)
+
+
+@pytest.fixture
+def approving(rollouts: Rollouts) -> Rollouts:
+    """Config web requiring approval, its version 1 triggered by alice."""
+    assert rollouts.run("config", "create", "web", "--require-approval", "--", "true").exit_code == 0
+    assert as_(rollouts, "alice", "rollout", "latest", "web").exit_code == 0
+    return rollouts
+
+
+def assert_refused(result: Result, code: int, words: str) -> None:
+    assert result.exit_code == code, result
+    assert result.stderr.startswith("error:") and len(result.stderr.splitlines()) == 1, result
+    assert words in result.stderr and "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["freeze", "web", "--until", PAST, "--reason", "x"], USAGE, "is not in the future"),
+        (["freeze", "--all", "--until", PAST, "--reason", "x"], USAGE, "is not in the future"),
+        (["freeze", "web", "--until", "next friday", "--reason", "x"], USAGE, "is not an ISO time"),
+        (["freeze", "web", "--reason", "  "], USAGE, "must not be empty"),
+        (["freeze", "web"], USAGE, "--reason"),
+        (["freeze", "--reason", "x"], USAGE, "give one or more config NAMEs, or --all"),
+        (["freeze", "web", "--all", "--reason", "x"], USAGE, "not both"),
+        (["freeze", "web", "nope", "--reason", "x"], MISSING, "config 'nope' not found"),
+        (["freeze", "WEB", "--reason", "x"], USAGE, "WEB"),
+        (["unfreeze", "web"], REFUSED, "config web is not frozen"),
+        (["unfreeze", "--all"], REFUSED, "no freeze of --all in force"),
+        (["unfreeze", "nope"], MISSING, "config 'nope' not found"),
+        (["rollout", "approve", "web"], REFUSED, "alice asked for revision 1 attempt 1: another actor must approve"),
+        (["rollout", "approve", "web", "--version", "2"], MISSING, "has no revision 2"),
+        (["rollout", "approve", "nope"], MISSING, "config 'nope' not found"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_appends_nothing(
+    approving: Rollouts, args: list[str], code: int, words: str
+) -> None:
+    before = approving.event_count()
+    assert_refused(as_(approving, "alice", *args), code, words)
+    assert approving.event_count() == before
+
+
+def test_approving_what_needs_no_approval_or_is_not_waiting_is_refused(approving: Rollouts) -> None:
+    assert as_(approving, "bob", "rollout", "approve", "web").exit_code == 0
+    before = approving.event_count()
+    again = as_(approving, "bob", "rollout", "approve", "web")
+    assert_refused(again, REFUSED, "not waiting for an approval")
+    assert approving.event_count() == before
+    assert approving.run("config", "create", "api", "--", "true").exit_code == 0
+    assert approving.run("rollout", "latest", "api").exit_code == 0
+    before = approving.event_count()
+    assert_refused(as_(approving, "bob", "rollout", "approve", "api"), REFUSED, "needs no approval")
+    assert approving.event_count() == before
+
+
+def test_status_history_and_show_say_who_approved_and_who_froze_why_until_when(approving: Rollouts) -> None:
+    status = approving.run("rollout", "status", "web")
+    assert status.stdout == "web version 1 (attempt 1): New; waiting for approval (rollout approve, by another actor)\n"
+    approved = as_(approving, "bob", "rollout", "approve", "web")
+    assert approved.exit_code == 0 and approved.stdout == "web version 1 attempt 1 approved by bob\n"
+    assert "Approval:    by bob" in approving.run("rollout", "history", "web", "--revision", "1").stdout
+    (row,) = json.loads(approving.run("rollout", "history", "web", "-o", "json").stdout)
+    assert (row["needs_approval"], row["approved_by"]) == (True, "bob")
+
+    assert as_(approving, "carol", "freeze", "web", "--until", FUTURE, "--reason", "release week").exit_code == 0
+    until = datetime.fromisoformat(FUTURE).replace(tzinfo=UTC).isoformat()
+    line = f"frozen (config) by carol: release week, until {until}"
+    assert approving.run("rollout", "status", "web").stdout == f"web version 1 (attempt 1): New; {line}\n"
+    assert f"Frozen:         {line}" in approving.run("config", "show", "web").stdout
+    shown = json.loads(approving.run("config", "show", "web", "-o", "json").stdout)
+    assert shown["frozen"] is True and shown["spec"]["require_approval"] is True
+    (freeze,) = shown["freezes"]
+    assert {k: freeze[k] for k in ("scope", "by", "reason", "until")} == {
+        "scope": "config",
+        "by": "carol",
+        "reason": "release week",
+        "until": until,
+    }
+    assert as_(approving, "dave", "freeze", "--all", "--reason", "incident").exit_code == 0
+    scopes = [f["scope"] for f in json.loads(approving.run("config", "show", "web", "-o", "json").stdout)["freezes"]]
+    assert scopes == ["config", "all"]
+    assert approving.run("unfreeze", "web").exit_code == 0
+    assert approving.run("unfreeze", "--all").exit_code == 0
+    shown = json.loads(approving.run("config", "show", "web", "-o", "json").stdout)
+    assert (shown["frozen"], shown["freezes"]) == (False, [])
+    assert approving.run("rollout", "status", "web").stdout == "web version 1 (attempt 1): New\n"
+
+
+def test_freezes_and_approvals_are_events_with_who_why_and_until(approving: Rollouts) -> None:
+    as_(approving, "carol", "freeze", "web", "--until", FUTURE, "--reason", "release week")
+    as_(approving, "carol", "unfreeze", "web")
+    as_(approving, "bob", "rollout", "approve", "web")
+    events = json.loads(approving.run("events", "web", "-o", "json").stdout)
+    found = [(e["type"], e["actor"], e["data"].get("reason"), e["data"].get("until")) for e in events[-3:]]
+    until = datetime.fromisoformat(FUTURE).replace(tzinfo=UTC).isoformat()
+    assert found == [
+        ("Frozen", "carol", "release week", until),
+        ("Unfrozen", "carol", None, None),
+        ("Approved", "bob", None, None),
+    ]
+
+
+def test_require_approval_is_switched_off_by_config_set(approving: Rollouts) -> None:
+    result = approving.run("config", "set", "web", "--no-require-approval")
+    assert result.exit_code == 0 and result.stdout == "config web updated\n"
+    assert json.loads(approving.run("config", "show", "web", "-o", "json").stdout)["spec"]["require_approval"] is False
+    # the version already triggered keeps what it was triggered with
+    assert "waiting for approval" in approving.run("rollout", "status", "web").stdout
