@@ -20,6 +20,9 @@ After every step:
   a live deployer is the current step of an active deployment in the log; the
   audit finds no I2.
 - I3: the audit (domain.audit over the audit view, as `rollouts audit` does).
+- G1, G2: the gate audit (domain.gate_audit) finds no claim made inside a freeze, or of an attempt
+  that needed an approval and had none; freezes (by name, of all), unfreezes and approvals (by the
+  actor who asked, or another) are rules like the other commands.
 - I4/I6: each command's outcome matches a model decided from the read models, on
   the state a racing write left if one ran just before its save (refused commands
   append nothing); each acknowledged command is in the log.
@@ -42,7 +45,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +67,10 @@ from domain import phases
 from domain.audit import audit
 from domain.config import DeploymentConfig
 from domain.errors import DomainError, NotFound
+from domain.freeze import ALL_ID, in_force
+from domain.gate_audit import audit_gates
 from domain.spec import Hook, Spec
-from projections import files
+from projections import audit_queries, files
 from projections.projection import Projection
 from projections.records import Record, decode
 from projections.store import ALL, BY_NAME, ProjectionStore, projections_named
@@ -75,7 +80,9 @@ STEPS = int(os.environ.get("ROLLOUTS_MODEL_STEPS", "30"))
 REPLAY_EVERY = 10  # steps between comparisons of the step-by-step store with a replay from zero (and at teardown)
 LIVE_CHECK_EVERY = 20  # steps between comparisons of the live stores with a replay (and at teardown)
 CLAIMANT = "claimant-model"
-USER = "alice@model"
+USER = "alice@model"  # who runs every user command but approvals
+APPROVERS = (USER, "bob@model")
+FREEZE_UNTIL = (None, timedelta(hours=1))  # until unfreeze, or past the real clock's reach in a run (not LATE's)
 NAMES = ("a", "b", "c")
 LATE = timedelta(days=2)  # a pass this late is past every timeout the specs use
 POLICIES = ("abort", "retry", "ignore")
@@ -242,6 +249,7 @@ def specs(name: str) -> st.SearchStrategy[Spec]:
         trigger=st.sampled_from(["manual", "config-change"]),
         pre_hook=hooks("pre", name),
         post_hook=hooks("post", name),
+        require_approval=st.booleans(),
     )
 
 
@@ -291,6 +299,7 @@ SPEC_CHANGES = (
     "history_limit",
     "trigger",
     "timeout",
+    "approval",
     "nothing",
     "create",
 )
@@ -315,6 +324,8 @@ def change_spec(spec: Spec, change: str, name: str, serial: int, policy: str, li
         data["trigger"] = "manual" if data["trigger"] == "config-change" else "config-change"
     elif change == "timeout":
         data["timeout"] = 60 if data["timeout"] == 600 else 600
+    elif change == "approval":
+        data["require_approval"] = not data.get("require_approval", False)
     return Spec.model_validate(data)
 
 
@@ -698,6 +709,88 @@ class RolloutModel(RuleBasedStateMachine):
 
         self._command(f"config set {name} ({change})", model, lambda meta: self.app.set_config(name, mutate, meta))
 
+    # -- freezes and approvals ----------------------------------------------------------
+
+    def _freeze_of(self, name: str | None) -> dict[str, Any] | None:
+        """The freeze of config `name` (None: of all) that the log has not lifted, if in force now."""
+        self._catch_up_checker()
+        stream = str(ALL_ID) if name is None else str(self.app.config(name).id)
+        row = self.checker.db("history").execute("SELECT until FROM freezes WHERE stream = ? AND frozen = 1", (stream,))
+        found = row.fetchone()
+        freeze = None if found is None else {"until": found[0]}
+        return freeze if in_force(freeze, datetime.now(UTC)) else None
+
+    @rule(name=st.none() | st.sampled_from(NAMES), until=st.sampled_from(FREEZE_UNTIL))
+    def freeze(self, name: str | None, until: timedelta | None) -> None:
+        """`freeze NAME` or `freeze --all`, until unfreeze or for an hour (a late pass looks past it: the
+        plan then proposes a claim that the aggregates refuse, on the real clock)."""
+        end = None if until is None else datetime.now(UTC) + until
+
+        def model() -> tuple[str | None, Callable[[Any], None]]:
+            if name is not None and not self._facts(name).exists:
+                return "notfound", lambda _: None
+
+            def check(_: None) -> None:
+                assert self._freeze_of(name) is not None
+
+            return None, check
+
+        what = f"freeze {name or '--all'}"
+        targets = None if name is None else [name]
+        self._command(what, model, lambda meta: self.app.freeze(targets, end, "model", datetime.now(UTC), meta))
+
+    @rule(name=st.none() | st.sampled_from(NAMES))
+    def unfreeze(self, name: str | None) -> None:
+        def model() -> tuple[str | None, Callable[[Any], None]]:
+            if name is not None and not self._facts(name).exists:
+                return "notfound", lambda _: None
+
+            def check(_: None) -> None:
+                assert self._freeze_of(name) is None
+
+            return ("refused" if self._freeze_of(name) is None else None), check
+
+        targets = None if name is None else [name]
+        self._command(
+            f"unfreeze {name or '--all'}", model, lambda meta: self.app.unfreeze(targets, datetime.now(UTC), meta)
+        )
+
+    def _waiting(self) -> list[str]:
+        """The configs whose latest deployment waits for an approval."""
+        rows = self._desired()
+        latest = {r["config"]: r for r in sorted(rows, key=lambda r: r["version"])}
+        return sorted(n for n, r in latest.items() if r["phase"] == phases.NEW and r["approval"])
+
+    @rule(name=st.sampled_from(NAMES), approver=st.sampled_from(APPROVERS[1:] * 2 + APPROVERS[:1]), data=st.data())
+    def approve(self, name: str, approver: str, data: st.DataObject) -> None:
+        """`rollout approve NAME [--version N]`, by the actor who asked for the attempt or by another;
+        mostly of a config whose latest deployment waits for one, when there is such a config."""
+        waiting = self._waiting()
+        if waiting and data.draw(st.integers(0, 3), label="pick a waiting one") > 0:
+            name = data.draw(st.sampled_from(waiting), label="waiting config")
+        facts = self._facts(name)
+        version = data.draw(st.none() | st.none() | st.integers(1, max(1, facts.latest + 1)), label="version")
+
+        def model() -> tuple[str | None, Callable[[Any], None]]:
+            facts = self._facts(name)
+            target = version or facts.latest
+            if not facts.exists or facts.latest == 0 or not 1 <= target <= facts.latest:
+                return "notfound", lambda _: None
+            row = self._deployment(name, target)
+            waiting = row["needs_approval"] and row["approved_by"] is None and row["phase"] == phases.NEW
+            expect = None if waiting and approver != USER else "refused"
+
+            def check(result: tuple[int, int]) -> None:
+                assert result == (target, row["attempt"])
+                assert self._deployment(name, target)["approved_by"] == approver
+
+            return expect, check
+
+        def call(meta: dict[str, Any]) -> Any:
+            return self.app.approve(name, version, {**meta, "actor": approver})
+
+        self._command(f"rollout approve {name} --version {version} (as {approver})", model, call)
+
     # -- controllers -----------------------------------------------------------------
 
     @rule(which=st.sampled_from([0, 1]))
@@ -940,6 +1033,8 @@ class RolloutModel(RuleBasedStateMachine):
         rows = db.execute(AUDIT_SQL).fetchall()
         result = audit((p, t, c, v, json.loads(d)) for p, t, c, v, d in rows)
         assert not result.violations, f"audit: {[v.as_dict() for v in result.violations]}"
+        gates = audit_gates(audit_queries.gate_events(db))  # G1, G2: no claim a freeze or an approval held
+        assert not gates.violations, f"audit: {[v.as_dict() for v in gates.violations]}"
         created = {json.loads(d)["name"] for (d,) in db.execute(CREATED_SQL).fetchall()}
         never = sorted(created - set(self.runtime.spawns))
         assert not never, f"I1: the log records as created deployers never spawned: {never}"
