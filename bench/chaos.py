@@ -45,6 +45,10 @@ what is still open if it does not settle alone), and the run checks:
   restore_not_refused counts those that did not), `home rebind` must succeed, and from then
   on the commands acknowledged after the copy are forgotten (that history is gone) and the
   GT runs they caused count only for duplicates and overlaps;
+- claims_in_freeze: a DeployerClaimed event made while its config (or all) was frozen, by the
+  Frozen/Unfrozen events before it and its own timestamp against --until (`freeze`/`unfreeze`
+  ops of one config or of all, for 3-8 s or until an unfreeze, run among the others; the
+  settle lifts them first); freezes: how many the log holds;
 - cli_errors, a violation: exit codes or errors outside the contract (a traceback, exit 5,
   "error: OperationalError: ..."); reported without failing the run: stale_refusals (a
   write refused by a phase rule; a torn read not decided again shows here, but so does a
@@ -76,7 +80,7 @@ import time
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +111,8 @@ WEIGHTS = {
     "rebuild": 1,
     "rebuild_shadow": 1,
     "corrupt_view": 2,
+    "freeze": 3,
+    "unfreeze": 3,
 }
 # Progress points (fraction of the rollouts or of the time, whichever is further).
 BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and restore only
@@ -119,13 +125,27 @@ FORCED = {
     "rebuild": 0.4,
     "rebuild_shadow": 0.45,
     "corrupt_view": 0.5,
+    "freeze": 0.1,
 }
 # A write refused by a phase rule: the deployment it read was already terminal, so the
 # refusal was decided on a torn read (DESIGN I4: decided again on fresh state, or exit 3).
 STALE_REFUSAL = re.compile(r"^error: \w+ is not allowed in phase")
 INTERNAL_ERROR = re.compile(r"^error: [A-Z]\w*(Error|Exception)\b")  # an exception the CLI did not expect
 INLINE = ("kill_controller", "kill_shim", "corrupt_view")  # done by this process, at once
-WRITES = ("latest", "latest_supersede", "undo", "config_set", "config_create", "cancel", "retry", "pause", "resume")
+WRITES = (
+    "latest",
+    "latest_supersede",
+    "undo",
+    "config_set",
+    "config_create",
+    "cancel",
+    "retry",
+    "pause",
+    "resume",
+    "freeze",
+    "unfreeze",
+)
+FREEZE_SECONDS = (3, 5, 8, None)  # a freeze's length (from its command's start); None: until an unfreeze
 EXPECTED_TYPE = {
     "latest": "RolloutTriggered",
     "latest_supersede": "RolloutTriggered",
@@ -135,6 +155,8 @@ EXPECTED_TYPE = {
     "pause": "Paused",
     "resume": "Resumed",
     "config_create": "Registered",
+    "freeze": "Frozen",
+    "unfreeze": "Unfrozen",
 }
 
 
@@ -487,6 +509,10 @@ class Chaos:
             )
         elif kind in ("rebuild", "rebuild_shadow"):
             args = ["projections", "rebuild", *(["--shadow"] if kind == "rebuild_shadow" else [])]
+        elif kind in ("freeze", "unfreeze"):  # of one config, or (rarely) of all; a freeze's --until is set at run time
+            args = [kind, *(["--all"] if rng.random() < 0.15 else [name])]
+            if kind == "freeze":
+                args += ["--reason", f"chaos {self.op_ids + 1}"]
         else:  # kill_controller, kill_shim, delete, corrupt_view: what to hit is chosen at run time with `pick`
             args = []
         return self.new_op(kind, name, args, check_read=check_read, pick=pick)
@@ -519,6 +545,10 @@ class Chaos:
                     return op
                 target = rows[int(op.pick * len(rows))]["name"]
                 op.args = ["deployers", "delete", target]
+            if op.kind == "freeze":
+                seconds = FREEZE_SECONDS[int(op.pick * len(FREEZE_SECONDS))]
+                if seconds is not None:
+                    op.args = [*op.args, "--until", datetime.fromtimestamp(time.time() + seconds, UTC).isoformat()]
             op.rc, op.out, op.err = self.cli(op.args, actor=op.actor)
             self.note(op)
             if op.version is not None and op.check_read:
@@ -550,7 +580,7 @@ class Chaos:
             op.version = int(m[1]) if m else None
         elif op.kind == "delete":
             self.counts["deletes"] += 1
-        elif op.kind in ("rebuild", "rebuild_shadow"):
+        elif op.kind in ("rebuild", "rebuild_shadow", "freeze"):
             self.counts[op.kind] += 1
         if op.version is not None:
             with self.lock:
@@ -703,6 +733,7 @@ class Chaos:
             "rebuild": self.counts["rebuild"],
             "rebuild_shadow": self.counts["rebuild_shadow"],
             "corrupt_view": self.counts["corruptions"],
+            "freeze": self.counts["freeze"],
         }[kind] > 0
 
     def report_progress(self) -> None:
@@ -717,8 +748,14 @@ class Chaos:
 
     # -- settling ------------------------------------------------------------
 
+    def lift_freezes(self) -> None:
+        """Before the settle: every freeze in force lifted, timed ones included (a refusal: there was none)."""
+        for target in [["--all"], *([c.name] for c in self.configs)]:
+            self.cli(["unfreeze", *target], actor="chaos-settle")
+
     def settle(self, verdict: Verdict) -> bool:
         self.stop_controllers(kill=False)
+        self.lift_freezes()
         argv = ["controller", "run", "--until-idle", "--interval", "0.05", "--timeout", "120", "-q"]
         rc, _, err = self.cli(argv, actor="chaos-settle")
         if rc == 0:
@@ -754,6 +791,7 @@ class Chaos:
         live = self.views()
         self.check_ground_truth(verdict, deployers, live["events"], live["history"])
         self.check_writes(verdict, live)
+        self.check_freezes(verdict, live["events"])
         rc, out, err = self.cli(["audit", "-o", "json"], timeout=900)
         audit_ok = rc == 0
         if not audit_ok:
@@ -850,6 +888,23 @@ class Chaos:
                 if not any(start >= at for start in finished.get(name, [])):
                     verdict.add("completed_without_run", {"deployer": name, "claimed_at": at})
 
+    def check_freezes(self, verdict: Verdict, events: list[dict[str, Any]]) -> None:
+        """claims_in_freeze: a claim whose config (or all) was frozen, by the freeze events before it in the
+        log, at the claim's own timestamp (folded here on its own, apart from the audit's rule G1)."""
+        frozen: dict[str | None, str | None] = {}  # config (None: all) -> until ("" for until unfreeze)
+        for e in events:  # a freeze of all has no config
+            if e["type"] == "Frozen":
+                frozen[e["config"]] = e["data"].get("until") or ""
+            elif e["type"] == "Unfrozen":
+                frozen.pop(e["config"], None)
+            elif e["type"] == "DeployerClaimed":
+                at = datetime.fromisoformat(e["timestamp"])
+                for key in (e["config"], None):
+                    until = frozen.get(key)
+                    if until is not None and (until == "" or at < datetime.fromisoformat(until)):
+                        verdict.add("claims_in_freeze", {"position": e["position"], "config": e["config"], "by": key})
+        self.counts["freezes"] = sum(1 for e in events if e["type"] == "Frozen")
+
     def check_exits(self, verdict: Verdict) -> None:
         """Errors outside the contract (a violation), and refusals by a phase rule (reported only)."""
         for op in self.ops:
@@ -932,6 +987,8 @@ class Chaos:
             "controller_crashes": verdict.count("controller_crashes"),
             "stale_refusals": verdict.count("stale_refusals"),
             "cli_errors": verdict.count("cli_errors"),
+            "claims_in_freeze": verdict.count("claims_in_freeze"),
+            "freezes": self.counts["freezes"],
             "configs": self.args.configs,
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
             "controller_kills": self.counts["controller_kills"],
@@ -959,6 +1016,7 @@ VIOLATION_COUNTS = (
     "unlogged_runs",
     "orphans",
     "cli_errors",
+    "claims_in_freeze",
 )
 VIOLATION_FLAGS = ("audit_ok", "views_equal_rebuild", "settled")
 

@@ -33,6 +33,7 @@ CLEAN = (
     "unlogged_runs",
     "orphans",
     "cli_errors",
+    "claims_in_freeze",
 )
 TRUE = ("audit_ok", "views_equal_rebuild", "settled")
 
@@ -73,3 +74,4 @@ def test_small_chaos_run_keeps_every_invariant() -> None:
     assert result["seed"] == int(chosen["seed"]), why
     assert result["rollouts"] > 0, why
     assert result["kills"] > 0 and result["log_restores"] > 0 and result["rebuilds"] > 0, why
+    assert result["freezes"] > 0, why
