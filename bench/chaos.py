@@ -125,7 +125,7 @@ FORCED = {
     "rebuild": 0.4,
     "rebuild_shadow": 0.45,
     "corrupt_view": 0.5,
-    "freeze": 0.1,
+    "freeze": 0.45,  # after the first restore: an old log copy put back forgets what came after it
 }
 # A write refused by a phase rule: the deployment it read was already terminal, so the
 # refusal was decided on a torn read (DESIGN I4: decided again on fresh state, or exit 3).
@@ -580,8 +580,10 @@ class Chaos:
             op.version = int(m[1]) if m else None
         elif op.kind == "delete":
             self.counts["deletes"] += 1
-        elif op.kind in ("rebuild", "rebuild_shadow", "freeze"):
+        elif op.kind in ("rebuild", "rebuild_shadow"):
             self.counts[op.kind] += 1
+        elif op.kind == "freeze":
+            self.counts["freeze_kept"] += 1  # (set back to 0 by a log restore)
         if op.version is not None:
             with self.lock:
                 self.versions += 1
@@ -625,6 +627,7 @@ class Chaos:
         ):
             source.backup(target)
         self.counts["log_restores"] += 1
+        self.counts["freeze_kept"] = 0  # the freezes issued since the copy are gone with it
         for args in (["rollout", "latest", self.configs[0].name], ["controller", "run", "--once", "-q"]):
             rc, _, err = self.cli(args, actor="chaos-after-restore")
             if rc != 5:
@@ -733,7 +736,7 @@ class Chaos:
             "rebuild": self.counts["rebuild"],
             "rebuild_shadow": self.counts["rebuild_shadow"],
             "corrupt_view": self.counts["corruptions"],
-            "freeze": self.counts["freeze"],
+            "freeze": self.counts["freeze_kept"],
         }[kind] > 0
 
     def report_progress(self) -> None:
