@@ -300,6 +300,7 @@ class RolloutsApp(Application[UUID]):
 
     def unfreeze(self, names: list[str] | None, now: datetime, meta: Meta) -> None:
         """Lift the freezes of configs `names` (None: the freeze of all)."""
+        from domain.freeze import in_force
 
         def decision() -> Decision[None]:
             if names is None:
@@ -309,7 +310,10 @@ class RolloutsApp(Application[UUID]):
                 every.unfreeze_all(now, meta)
                 return [every], None
             configs = [self.config(name) for name in dict.fromkeys(names)]
+            every = self.freeze_all_aggregate()
             for config in configs:
+                if not in_force(config.freeze, now) and every is not None and in_force(every.freeze, now):
+                    raise DomainError(f"config {config.name} is frozen only by the freeze of all: unfreeze --all")
                 config.unfreeze(now, meta)
             return list(configs), None
 

@@ -103,6 +103,8 @@ def test_status_history_and_show_say_who_approved_and_who_froze_why_until_when(a
     scopes = [f["scope"] for f in json.loads(approving.run("config", "show", "web", "-o", "json").stdout)["freezes"]]
     assert scopes == ["config", "all"]
     assert approving.run("unfreeze", "web").exit_code == 0
+    still = approving.run("unfreeze", "web")
+    assert still.exit_code == REFUSED and "frozen only by the freeze of all: unfreeze --all" in still.stderr
     assert approving.run("unfreeze", "--all").exit_code == 0
     shown = json.loads(approving.run("config", "show", "web", "-o", "json").stdout)
     assert (shown["frozen"], shown["freezes"]) == (False, [])
