@@ -25,7 +25,7 @@ FAST = {
     "unit/test_runtime_port.py",
     "unit/test_step.py",
     "unit/test_spec.py",
-    "unit/test_gates.py",
+    "unit/test_gate_rules.py",
     "integration/test_audit_bad_history.py",
     "integration/test_gates_audit.py",
     "integration/test_gates_guard.py",
