@@ -18,6 +18,7 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from adapters import chain
+from adapters.recorders import StoreNotEmpty
 from domain.errors import DomainError
 from projections.records import UndecodableEvent, topic_parts
 
@@ -66,7 +67,7 @@ def readable(topic: str, text: str) -> dict[str, Any]:
 
 @dataclass
 class Checked:
-    """What a whole file holds, once every line was checked."""
+    """What the lines read so far hold, each one checked."""
 
     events: int = 0
     head: int = 0
@@ -74,9 +75,38 @@ class Checked:
     log_id: str | None = None
 
 
-def check(lines: Iterable[str]) -> Checked:
-    """Read every line as import will, refusing at the first that does not hold (nothing is written yet)."""
+def load(
+    recorder: Any, lines: Iterable[str], progress: Callable[[int], None] = lambda _: None, batch: int = BATCH
+) -> Checked:
+    """Check and insert every line in one pass and ONE transaction: the first line that does not hold
+    (or an empty file, or a store that is not empty) raises ImportRefused and nothing is written.
+    The recorder chains the events as it inserts them; the log keeps the id it was exported with."""
     found = Checked()
+
+    def batches() -> Iterator[list[StoredEvent]]:
+        pending: list[StoredEvent] = []
+        for event in checked(lines, found):
+            pending.append(StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"]))
+            if len(pending) == batch:
+                yield pending
+                progress(len(pending))
+                pending = []
+        if pending:
+            yield pending
+            progress(len(pending))
+        if not found.events:
+            raise ImportRefused("the file holds no event: nothing to import")
+
+    try:
+        recorder.import_events(batches(), lambda: found.log_id)
+    except StoreNotEmpty as error:
+        raise ImportRefused(f"{error}: import into an empty one") from None
+    return found
+
+
+def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
+    """The lines' events, each checked against the one before it (`found` says how far it got);
+    refuses at the first that does not hold. `state` comes out as the stored bytes."""
     chained = False
     for number, event in enumerate(parse(lines), start=1):
         where = f"line {number} (position {event['position']})"
@@ -89,7 +119,8 @@ def check(lines: Iterable[str]) -> Checked:
         for field, value in expected.items():
             if event.get(field) != value:
                 raise ImportRefused(f"{where}: {field} differs from what the stored record says")
-        computed = chain.link(found.head_hash, event["stream"], event["stream_version"], topic, text.encode())
+        event["state"] = text.encode()
+        computed = chain.link(found.head_hash, event["stream"], event["stream_version"], topic, event["state"])
         if event["hash"] is None and chained:
             raise ImportRefused(f"{where}: an event without a hash after the chain began")
         if event["hash"] is not None and event["hash"] != computed:
@@ -97,7 +128,7 @@ def check(lines: Iterable[str]) -> Checked:
         chained = chained or event["hash"] is not None
         found.events += 1
         found.head, found.head_hash, found.log_id = event["position"], computed, event.get("log_id")
-    return found
+        yield event
 
 
 def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
@@ -113,22 +144,3 @@ def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as error:
             raise ImportRefused(f"line {number}: not an exported event ({error})") from None
         yield event
-
-
-def write(recorder: Any, lines: Iterable[str], progress: Callable[[int], None] = lambda _: None) -> int:
-    """Insert the (checked) events in batches; the recorder chains them as it inserts."""
-    batch: list[StoredEvent] = []
-    count = 0
-    for event in parse(lines):
-        stored = StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"].encode())
-        batch.append(stored)
-        if len(batch) == BATCH:
-            recorder.insert_events(batch)
-            count += len(batch)
-            progress(len(batch))
-            batch = []
-    if batch:
-        recorder.insert_events(batch)
-        count += len(batch)
-        progress(len(batch))
-    return count

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -32,6 +32,14 @@ LOG_TABLE = "rollouts_log"
 _BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
 PARALLEL_FROM = 100_000
+
+
+class StoreNotEmpty(Exception):
+    """An import's target already holds events (nothing was written)."""
+
+    def __init__(self, head: int) -> None:
+        super().__init__(f"the store is not empty (its log ends at position {head})")
+        self.head = head
 
 
 class Row(NamedTuple):
@@ -84,13 +92,23 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         rows = zip(ids, chain.hashes_after(previous, records), strict=True)
         c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", list(rows))
 
+    def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
+        """Insert every batch, chained, and then adopt `log_id()`, in ONE transaction on an empty store:
+        an exception from `batches` (a line that does not hold) leaves the store as it was."""
+        count = 0
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(f"SELECT max(rowid) FROM {self.events_table_name}")
+            if head := c.fetchone()[0]:
+                raise StoreNotEmpty(head)
+            for batch in batches:
+                self._insert_events(c, batch)
+                count += len(batch)
+            if adopted := log_id():
+                c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (adopted,))
+        return count
+
     def log_id(self) -> str | None:
         return _first(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
-
-    def adopt_log_id(self, log_id: str) -> None:
-        """An imported log keeps the id it was created with."""
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (log_id,))
 
     def chained_rows(
         self, lo: int = 0, hi: int | None = None
@@ -210,12 +228,24 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
         curs.executemany(SQL("INSERT INTO {0} (position, hash) VALUES (%s, %s)").format(self._chain_table), rows)
 
+    def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
+        """As on SQLite: one transaction, under the library's table lock from the first batch on."""
+        count = 0
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            self._lock_table(curs)
+            curs.execute(SQL("SELECT max(notification_id) AS head FROM {0}").format(self._events))
+            if head := curs.fetchone()["head"]:
+                raise StoreNotEmpty(head)
+            for batch in batches:
+                self._insert_stored_events(curs, batch)
+                self._fetch_ids_after_insert_events(curs, batch)
+                count += len(batch)
+            if adopted := log_id():
+                curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (adopted,))
+        return count
+
     def log_id(self) -> str | None:
         return _first(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
-
-    def adopt_log_id(self, log_id: str) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (log_id,))
 
     def chained_rows(
         self, lo: int = 0, hi: int | None = None
