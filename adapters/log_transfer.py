@@ -30,22 +30,43 @@ class ImportRefused(DomainError):
 
 
 def export_lines(recorder: Any, after: int = 0, until: int | None = None) -> Iterator[bytes]:
-    """The events after position `after` (up to `until`), one JSON document a line, in position order."""
+    """The events after position `after` (up to `until`), one JSON document a line (newline included),
+    in position order.
+    (A hash whose event is gone has nothing to move: `log verify` reports it.)"""
     log_id = recorder.log_id()
-    for position, stream, version, topic, state, stored in recorder.chained_rows(after + 1, until):
-        if stream is None:
-            continue  # a hash whose event is gone: `log verify` reports it; there is nothing to move
+    streams: dict[Any, str] = {}  # stream id -> its text: a stream has many events
+    types: dict[str, str] = {}  # topic -> type
+    for position, stream, version, topic, state, stored in recorder.hashed_events(after + 1, until):
         try:
             text = state if isinstance(state, str) else bytes(state).decode()
-        except UnicodeDecodeError as error:
-            raise UndecodableEvent(f"the event at position {position}", error) from None
-        where = {"position": position, "stream": dashed(chain.stream_hex(stream)), "stream_version": version}
-        stored_as = {"hash": stored, "log_id": log_id, "topic": topic, "state": text}
-        try:
-            shown = readable(topic, text)
+            data = orjson.loads(text)
+            stamp = data.pop("timestamp")["_data_"]
         except (ValueError, KeyError, TypeError) as error:
             raise UndecodableEvent(f"the event at position {position}", error) from None
-        yield orjson.dumps({**where, **shown, **stored_as})
+        if (shown := streams.get(stream)) is None:
+            shown = streams[stream] = dashed(chain.stream_hex(stream))
+        if (kind := types.get(topic)) is None:
+            kind = types[topic] = topic_parts(topic)[1]
+        data.pop("originator_topic", None)
+        if "config_id" in data:
+            data["config_id"] = data["config_id"]["_data_"]
+        meta = data.pop("meta", None) or {}
+        yield orjson.dumps(
+            {
+                "position": position,
+                "stream": shown,
+                "stream_version": version,
+                "type": kind,
+                "timestamp": stamp,
+                "data": data,
+                "meta": meta,
+                "hash": stored,
+                "log_id": log_id,
+                "topic": topic,
+                "state": text,
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
 
 
 def dashed(hex_id: str) -> str:

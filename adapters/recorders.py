@@ -34,6 +34,9 @@ CLAIM_TOPIC = "%.DeployerClaimed"
 PARALLEL_FROM = 100_000
 
 
+HashedRow = tuple[int, Any, int, str, bytes, str | None]  # position, stream, version, topic, state, hash
+
+
 class StoreNotEmpty(Exception):
     """An import's target already holds events (nothing was written)."""
 
@@ -110,12 +113,19 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def log_id(self) -> str | None:
         return _first(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
 
-    def chained_rows(
-        self, lo: int = 0, hi: int | None = None
-    ) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+    def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
         """Every event (positions lo..hi) in position order with its stored hash (None when it has none),
         and each hash whose event is gone as a row with no stream: two ordered scans of one snapshot, merged."""
         return sqlite_walk(str(self.datastore.pool.db_name), self.events_table_name, lo, hi)
+
+    def hashed_events(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
+        """Every event (positions lo..hi) in position order with its stored hash (None when it has none)."""
+        table, top = self.events_table_name, 2**63 - 1 if hi is None else hi
+        conn = sqlite3.connect(f"file:{self.datastore.pool.db_name}?mode=ro", uri=True)
+        try:  # (opening the log made the chain table, so it is there)
+            yield from conn.execute(_SQLITE_HASHED.format(table, CHAIN_TABLE), (lo, top))
+        finally:
+            conn.close()
 
     def parts(self, count: int, smallest: int = PARALLEL_FROM) -> list[Part] | None:
         """The log cut into `count` consecutive parts that can be walked apart (each from the hash stored
@@ -247,9 +257,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     def log_id(self) -> str | None:
         return _first(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
 
-    def chained_rows(
-        self, lo: int = 0, hi: int | None = None
-    ) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+    def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
         """As on SQLite: events and hashes in position order, one snapshot, streamed by a server-side cursor."""
         top = 2**63 - 1 if hi is None else hi
         events = SQL(
@@ -269,6 +277,23 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 e_cur.execute(events, (lo, top))
                 h_cur.execute(hashes, (lo, top))
                 yield from merge(e_cur, h_cur)
+
+    def hashed_events(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
+        """As on SQLite, streamed by a server-side cursor."""
+        top = 2**63 - 1 if hi is None else hi
+        sql = SQL(
+            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
+            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.notification_id BETWEEN %s AND %s ORDER BY e.notification_id"
+        ).format(self._events, self._chain_table)
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(force_rollback=True),
+            conn.cursor(name="rollouts_export", row_factory=tuple_row) as cur,
+        ):
+            cur.itersize = _BATCH
+            cur.execute(sql, (lo, top))
+            yield from cur
 
     def parts(self, count: int, smallest: int = 0) -> None:
         """Walked in one piece: the server streams it (see ChainedSQLiteRecorder.parts)."""
@@ -319,6 +344,12 @@ def verify_part(part: Part, keep: int | None) -> chain.Verdict:
     """In a worker process: the chain over one part of the log."""
     walk = sqlite_walk(part.db, part.table, part.lo, part.hi)
     return chain.verify(walk, keep, part.start, chained=part.start != chain.ZERO)
+
+
+_SQLITE_HASHED = (
+    "SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
+    " FROM {0} e LEFT JOIN {1} h ON h.position = e.rowid WHERE e.rowid BETWEEN ? AND ? ORDER BY e.rowid"
+)
 
 
 def sqlite_walk(db: str, table: str, lo: int, hi: int | None) -> Iterator[tuple[Any, ...]]:

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         with exported.open("wb") as out:
             for line in export_lines(recorder):
-                out.write(line + b"\n")
+                out.write(line)
         ex_ours.append(count / (time.perf_counter() - t))
         with tempfile.TemporaryDirectory(prefix="rollouts-bench-import-") as tmp:
             plain, chained = fresh_recorder(Path(tmp) / "plain", True), fresh_recorder(Path(tmp) / "ours", False)

@@ -109,7 +109,7 @@ def export(state: State, after: int, until: int | None) -> None:
     out = click.get_binary_stream("stdout")
     with _progress(min(head, until or head) - after, "exporting") as step:
         for line in export_lines(state.recorder, after, until):
-            out.write(line + b"\n")
+            out.write(line)
             step(1)
 
 
