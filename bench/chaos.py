@@ -48,8 +48,9 @@ what is still open if it does not settle alone), and the run checks:
   GT runs they caused count only for duplicates and overlaps;
 - claims_in_freeze: a DeployerClaimed event made while its config (or all) was frozen, by the
   Frozen/Unfrozen events before it and its own timestamp against --until (`freeze`/`unfreeze`
-  ops of one config or of all, for 3-8 s or until an unfreeze, run among the others; the
-  settle lifts them first); freezes: how many the log holds;
+  ops of one config or of all, for 5-20 s or until an unfreeze, run among the others; the
+  settle lifts them first); freezes: how many the log holds; late_freezes (reported only): a
+  freeze refused (exit 2) because the command decided after its own --until;
 - cli_errors, a violation: exit codes or errors outside the contract (a traceback, exit 5,
   "error: OperationalError: ..."); reported without failing the run: stale_refusals (a
   write refused by a phase rule; a torn read not decided again shows here, but so does a
@@ -147,7 +148,7 @@ WRITES = (
     "freeze",
     "unfreeze",
 )
-FREEZE_SECONDS = (3, 5, 8, None)  # a freeze's length (from its command's start); None: until an unfreeze
+FREEZE_SECONDS = (5, 10, 20, None)  # a freeze's length (from its command's start); None: until an unfreeze
 EXPECTED_TYPE = {
     "latest": "RolloutTriggered",
     "latest_supersede": "RolloutTriggered",
@@ -925,6 +926,8 @@ class Chaos:
             brief = {"op": op.id, "args": op.args[:4], "rc": op.rc, "err": op.err.strip()[-300:]}
             if op.rc == 1 and STALE_REFUSAL.search(first) and op.kind in WRITES:
                 verdict.add("stale_refusals", brief)
+            elif op.kind == "freeze" and op.rc == 2 and first.endswith("is not in the future") and late(op):
+                verdict.add("late_freezes", brief)  # the command decided after its --until: refused, rightly
             elif op.rc not in (1, 3, 4) or "Traceback" in op.err or INTERNAL_ERROR.match(first):
                 verdict.add("cli_errors", brief)
 
@@ -997,6 +1000,7 @@ class Chaos:
             "settled": settled,
             "controller_crashes": verdict.count("controller_crashes"),
             "stale_refusals": verdict.count("stale_refusals"),
+            "late_freezes": verdict.count("late_freezes"),
             "cli_errors": verdict.count("cli_errors"),
             "claims_in_freeze": verdict.count("claims_in_freeze"),
             "freezes": self.counts["freezes"],
@@ -1031,6 +1035,12 @@ VIOLATION_COUNTS = (
     "claims_in_freeze",
 )
 VIOLATION_FLAGS = ("audit_ok", "views_equal_rebuild", "settled")
+
+
+def late(op: Op) -> bool:
+    """Whether a freeze op ended after its own --until (a loaded machine: the command took that long)."""
+    until = op.args[op.args.index("--until") + 1] if "--until" in op.args else None
+    return until is not None and op.t1 >= datetime.fromisoformat(until).timestamp()
 
 
 def collect_names(value: Any, into: set[str]) -> None:
