@@ -114,8 +114,8 @@ WEIGHTS = {
     "rebuild": 1,
     "rebuild_shadow": 1,
     "corrupt_view": 2,
-    "freeze": 3,
-    "unfreeze": 3,
+    "freeze": 5,
+    "unfreeze": 4,
 }
 # Progress points (fraction of the rollouts or of the time, whichever is further).
 BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and restore only
@@ -716,6 +716,8 @@ class Chaos:
                         continue
                     due = [k for k, at in forced.items() if progress >= at and not self.did(k) and self.can(k)]
                     op = self.draw(due[0] if due else None)
+                    if due and op.kind == "freeze":
+                        op.pick = 0.999  # the forced freeze lasts until lifted: no --until a slow command could pass
                     if due and op.kind not in INLINE:
                         forced.pop(op.kind)  # issued once; its count shows only when it is done
                     if op.kind in INLINE:
