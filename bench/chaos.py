@@ -929,7 +929,7 @@ class Chaos:
             if op.rc == 1 and STALE_REFUSAL.search(first) and op.kind in WRITES:
                 verdict.add("stale_refusals", brief)
             elif op.kind == "freeze" and op.rc == 2 and first.endswith("is not in the future") and late(op):
-                verdict.add("late_freezes", brief)  # the command decided after its --until: refused, rightly
+                verdict.add("late_freezes", {**brief, "seconds": round(op.t1 - op.t0, 1)})  # decided after its --until
             elif op.rc not in (1, 3, 4) or "Traceback" in op.err or INTERNAL_ERROR.match(first):
                 verdict.add("cli_errors", brief)
 
