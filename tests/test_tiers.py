@@ -20,6 +20,7 @@ FAST = {
     "unit/test_error_table.py",
     "unit/test_executor_guards.py",
     "unit/test_launch.py",
+    "unit/test_notification.py",
     "unit/test_phase_fold.py",
     "unit/test_plan.py",
     "unit/test_runtime_port.py",
@@ -29,6 +30,7 @@ FAST = {
     "integration/test_cli_errors.py",
     "integration/test_cli_verbs.py",
     "integration/test_events_paging.py",
+    "integration/test_notify_cli.py",
     "integration/test_projections.py",
     "property/test_model.py",
 }

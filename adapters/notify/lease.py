@@ -1,7 +1,7 @@
 """Sink leases beside the log: which controller delivers to a sink now (one at a time per sink).
 
 Times come from the database's clock, as for claimant leases (adapters/leases.py). A lease lasts
-at least twice the HTTP timeout, and is renewed before a send when less than a timeout is left, so a
+more than twice the HTTP timeout, and is renewed before a send when less than a timeout is left, so a
 holder's send ends before anyone else may take the sink over.
 """
 
@@ -18,7 +18,7 @@ DEFAULT_S = 30.0
 
 def lease_seconds(timeout: float) -> float:
     wanted = float(os.environ.get("ROLLOUTS_NOTIFY_LEASE_SECONDS", DEFAULT_S))
-    return max(wanted, 2 * timeout + 1)
+    return max(wanted, 2 * timeout + 3)  # a send (timeout + 1) always fits in what is left after a renewal
 
 
 class SinkLeases:

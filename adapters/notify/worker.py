@@ -56,8 +56,9 @@ class Worker(threading.Thread):
         self.standby = False  # another controller holds the sink's lease
 
     def busy(self) -> bool:
-        """Whether changes may wait for this worker (a failing sink or another's lease: not ours to wait for)."""
-        if not self.is_alive() or self.failing or self.standby:
+        """Whether changes may wait for this worker: not when its sink is failing; yes while another
+        controller holds the sink's lease, until that one has sent them or its lease ran out."""
+        if not self.is_alive() or self.failing:
             return False
         return self.caught_up < self.reader.head()
 
