@@ -82,6 +82,9 @@ from typing import Any
 
 from adapters.runtime.procs import is_alive, signal_group
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chaos_notify  # noqa: E402 - bench/chaos_notify.py: the notification sink of the run
+
 REPO = Path(__file__).resolve().parents[1]
 ROLLOUTS = [sys.executable, "-m", "adapters.cli"]
 STEP_NAME = re.compile(r"^(?P<config>[a-z0-9-]+?)-(?P<version>\d+)-(?:deploy|hook-pre|hook-post)-\d+(?:-\d+)?$")
@@ -232,6 +235,9 @@ class Chaos:
             folder.mkdir(parents=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
         env["ROLLOUTS_HOME"] = str(self.home)
+        env.update(chaos_notify.ENV)
+        self.sink = chaos_notify.start()
+        self.sink_restored_at: int | None = None  # requests the sink had when the old log came back
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.env = env
         self.lock = threading.Lock()
@@ -407,6 +413,8 @@ class Chaos:
                     signal_group(row["pgid"], signal.SIGKILL)
         with self.lock, contextlib.suppress(Exception):
             self.journal.close()
+        with contextlib.suppress(Exception):
+            self.sink.__exit__()
 
     def record(self, op: Op) -> None:
         """Append the op to ops.jsonl (the evidence kept when a run fails)."""
@@ -421,6 +429,9 @@ class Chaos:
 
     def setup(self) -> None:
         rng = self.rng
+        rc, _, err = self.cli(chaos_notify.add_argv(self.sink), actor="chaos-notify")
+        if rc != 0:
+            raise RuntimeError(f"notify add failed: {rc} {err.strip()}")
         create_ops = []
         for i in range(self.args.configs):
             name = f"chaos-{i}"
@@ -594,6 +605,7 @@ class Chaos:
             contextlib.closing(sqlite3.connect(self.home / "events.db")) as target,
         ):
             source.backup(target)
+        self.sink_restored_at = chaos_notify.received_count(self.sink)
         self.counts["log_restores"] += 1
         for args in (["rollout", "latest", self.configs[0].name], ["controller", "run", "--once", "-q"]):
             rc, _, err = self.cli(args, actor="chaos-after-restore")
@@ -770,7 +782,11 @@ class Chaos:
                 if again[key] != live[key]:
                     equal = False
                     verdict.add("views", f"{key} differs after `projections rebuild {' '.join(flags)}`")
-        return {"audit_ok": audit_ok, "views_equal_rebuild": equal}
+        log_id = self.json_of(["log", "verify"])["log_id"]
+        sent = chaos_notify.check(self.sink, live["events"], log_id, self.sink_restored_at)
+        for change in sent.pop("lost_examples"):
+            verdict.add("notifications_lost", change)
+        return {"audit_ok": audit_ok, "views_equal_rebuild": equal, **sent}
 
     def check_ground_truth(
         self, verdict: Verdict, deployers: list[dict[str, Any]], events: list[Any], history: dict[str, list[Any]]
@@ -932,6 +948,7 @@ class Chaos:
             "controller_crashes": verdict.count("controller_crashes"),
             "stale_refusals": verdict.count("stale_refusals"),
             "cli_errors": verdict.count("cli_errors"),
+            **{k: v for k, v in extra.items() if k.startswith("notifications")},
             "configs": self.args.configs,
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
             "controller_kills": self.counts["controller_kills"],
@@ -940,6 +957,8 @@ class Chaos:
             "seconds": round(elapsed, 1),
         }
         failed = any(result[k] for k in VIOLATION_COUNTS) or not all(result[k] for k in VIOLATION_FLAGS)
+        # A notification may come twice only when a controller died sending it (same key and body).
+        failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
         exits = Counter(f"{op.kind}:{op.rc}" for op in self.ops if op.kind in WRITES)
         print(json.dumps({"exit_codes": dict(sorted(exits.items()))}), file=sys.stderr)
         if verdict.details:
@@ -959,6 +978,9 @@ VIOLATION_COUNTS = (
     "unlogged_runs",
     "orphans",
     "cli_errors",
+    "notifications_lost",
+    "notifications_misordered",
+    "notifications_bad_keys",
 )
 VIOLATION_FLAGS = ("audit_ok", "views_equal_rebuild", "settled")
 

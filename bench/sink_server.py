@@ -26,6 +26,7 @@ class SinkServer:
     def __init__(self, fail_first: int = 0, hang_first: int = 0, hang_s: float = 0.0, delay_s: float = 0.0) -> None:
         self.fail_first, self.hang_first, self.hang_s, self.delay_s = fail_first, hang_first, hang_s, delay_s
         self.received: list[Received] = []
+        self.ok_count = 0  # how many were answered 2xx: cheap to poll
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -49,6 +50,7 @@ class SinkServer:
         with self.lock:
             status, wait = self._decide(len(self.received) + 1)
             self.received.append(Received(key, body, time.time(), status == 200))
+            self.ok_count += status == 200
         return status, wait
 
     def _decide(self, n: int) -> tuple[int, float]:

@@ -4,6 +4,8 @@ sinks listed and removed, and a name used again."""
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 from tests.conftest import Rollouts
 
@@ -27,3 +29,21 @@ def test_bad_input_is_one_error_line_and_appends_nothing(rollouts: Rollouts) -> 
     assert r.run("notify", "remove", "ops").exit_code == 0
     assert json.loads(r.run("notify", "list", "-o", "json").stdout) == []
     assert r.run("notify", "add", "ops", "--url", "http://127.0.0.1:9/z").exit_code == 0  # a name can be used again
+
+
+def test_a_sink_lease_has_one_holder_until_it_expires_or_is_released(tmp_path: Path) -> None:
+    from adapters.eventstore import open_app
+    from adapters.home import Home
+    from adapters.notify.lease import SinkLeases
+
+    app = open_app(Home(tmp_path / "home"), None)
+    try:
+        first = SinkLeases(app.recorder.datastore, "one", seconds=1.5)
+        second = SinkLeases(app.recorder.datastore, "two", seconds=1.5)
+        assert first.hold("ops", 0.2) and not second.hold("ops", 0.2) and second.hold("other", 0.2)
+        time.sleep(1.6)  # `one` died without renewing: its lease runs out
+        assert second.hold("ops", 0.2) and not first.hold("ops", 0.0)
+        second.release("ops")
+        assert first.hold("ops", 0.2)
+    finally:
+        app.close()
