@@ -80,7 +80,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
         from adapters.notify.notifier import Notifier
 
         claimant = claimant_id(state.home)
-        notifier = Notifier(lambda: open_app(state.home, state.store), state.meta, log, claimant)
+        notifier = Notifier(lambda: open_app(state.home, state.store), state.meta, log, claimant, caller_app=app)
     try:
         ctl = Controller(
             app,

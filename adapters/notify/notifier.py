@@ -26,8 +26,10 @@ class Notifier:
         log: Callable[[str], None],
         holder: str,
         delivered: Callable[[Change], None] | None = None,
+        caller_app: Any = None,
     ) -> None:
         self.open_app, self.meta, self.log, self.on_delivered = open_app, meta, log, delivered
+        self.caller_app = caller_app  # the controller's own app: busy() may read with it, in its thread
         self.holder = f"{holder}:{uuid.uuid4().hex[:12]}"  # each controller process holds leases of its own
         self.stopping = threading.Event()
         self.ready = threading.Event()  # the sinks were looked for once
@@ -42,7 +44,10 @@ class Notifier:
         """Whether a change may still wait to be sent by this controller (for --until-idle)."""
         if not self.thread.is_alive():
             return False
-        return not self.ready.is_set() or any(w.busy() for w in list(self.workers.values()))
+        if not self.ready.is_set():  # still opening its store: only sinks that exist can keep us
+            index = sinks.index_of(self.caller_app) if self.caller_app is not None else None
+            return self.caller_app is None or bool(index and index.names)
+        return any(w.busy() for w in list(self.workers.values()))
 
     def stop(self, wait: float = 2.0) -> None:
         """Stop sending; a send in flight may be cut off (the next controller sends it again, same key)."""

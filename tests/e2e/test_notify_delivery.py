@@ -48,7 +48,7 @@ def log_id(r: Rollouts) -> str:
     return json.loads(r.run("log", "verify", "-o", "json").stdout)["log_id"]
 
 
-def check_delivered(got: list[Received], want: list[tuple[int, str]], key_prefix: str, sink: str, repeats: int) -> None:
+def check_delivered(got: list[Received], want: list[tuple[int, str]], key_prefix: str, sink: str, repeats: int) -> int:
     """Each wanted change arrived, in log order; a change sent twice came with the same key and
     body, right after itself; no more than `repeats` such repeats."""
     seen: list[Received] = []
@@ -61,6 +61,7 @@ def check_delivered(got: list[Received], want: list[tuple[int, str]], key_prefix
         seen.append(g)
     assert [(s.body["position"], s.body["kind"]) for s in seen] == want
     assert repeats >= 0, "more repeats than controllers killed"
+    return len(got) - len(seen)
 
 
 def status(r: Rollouts) -> dict[str, Any]:
@@ -115,7 +116,8 @@ def test_killed_controllers_resume_from_the_log_and_deliver_each_change_once_in_
             controller.wait(30)
         want = expected(r, {"triggered", "running", "complete", "failed"})
         assert final["position"] == want[-1][0] and final["last_error"] is None
-        check_delivered(sink.delivered(), want, log_id(r), "ops", repeats=kills)
+        repeated = check_delivered(sink.delivered(), want, log_id(r), "ops", repeats=kills)
+        print(f"{len(want)} changes, {kills} kills, {repeated} sent again")  # -s shows how often a kill hit a send
         assert len(sink.received) == len(sink.delivered())  # none failed
 
 
