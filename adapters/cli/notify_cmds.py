@@ -109,7 +109,7 @@ def remove(state: State, sink: str) -> None:
 @output_option
 @pass_reader
 def list_(state: State, output: str) -> None:
-    """List the sinks: name, URL, kinds of change, config.
+    """List the sinks: name, URL (a password in it shown as ***), kinds of change, config.
 
     \b
     Example:

@@ -8,7 +8,14 @@ import os
 from typing import Any
 
 import urllib3
-from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError, ProtocolError, TimeoutError
+from urllib3.exceptions import (
+    HTTPError,
+    MaxRetryError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    TimeoutError,
+)
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -44,9 +51,13 @@ class Poster:
 
 
 def _describe(error: BaseException, timeout: float) -> str:
+    """Short and stable (a failure is recorded again only when its text changes): no addresses, no ids."""
+    if isinstance(error, NameResolutionError):  # before NewConnectionError, its base
+        return "cannot resolve the sink's host"
+    if isinstance(error, NewConnectionError):  # before TimeoutError: urllib3 derives it from ConnectTimeoutError
+        reason = str(error).rpartition("] ")[2] if "] " in str(error) else "connection failed"
+        return f"cannot connect: {reason}"
     if isinstance(error, TimeoutError):
         return f"no answer within {timeout:g} s"
-    if isinstance(error, NewConnectionError):
-        return "cannot connect: " + (str(error).rpartition(": ")[2] or "refused")
     text = " ".join(str(error).split())
     return f"{type(error).__name__}: {text}"[:200]

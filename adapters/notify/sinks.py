@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 from eventsourcing.application import AggregateNotFoundError
 
 from domain.errors import NotFound, UsageError
-from domain.names import validate_name
 from domain.sink import Sink, sink_id
 from domain.sink_index import INDEX_ID, SinkIndex
 
@@ -33,11 +32,13 @@ def check_url(url: str) -> str:
     return url
 
 
-def check_sink_name(name: str) -> str:
-    try:
-        return validate_name(name)
-    except ValueError as error:
-        raise UsageError(f"sink: {error}") from None
+def shown(url: str) -> str:
+    """`url` as printed: a password in it is replaced by *** (the log itself keeps what was given)."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
 
 
 def index_of(app: RolloutsApp) -> SinkIndex | None:

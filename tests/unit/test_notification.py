@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.notify.sinks import BadURL, check_url
+from adapters.notify.sinks import BadURL, check_url, shown
 from adapters.notify.worker import retry_delay
 from domain import phases
 from domain.errors import DomainError
@@ -46,6 +46,8 @@ def test_urls_must_be_http_or_https_with_a_host() -> None:
     for bad in ("ftp://example.com/", "http://", "example.com", "http://exa mple.com/", "http://h:99999/", "file:///x"):
         with pytest.raises(BadURL):
             check_url(bad)
+    assert shown("https://bot:s3cret@example.com/x") == "https://bot:***@example.com/x"
+    assert shown("https://example.com/x") == "https://example.com/x"
 
 
 def test_a_sink_records_a_failure_once_per_error_text_and_a_delivery_clears_it() -> None:
@@ -97,3 +99,16 @@ def test_the_reader_finds_each_change_with_its_document(tmp_path: Path) -> None:
         assert changes[0].key("LOG", "ops") == f"LOG:{changes[0].position}:ops"
     finally:
         app.close()
+
+
+def test_a_failed_post_is_told_in_short_stable_words() -> None:
+    import socket
+
+    from adapters.notify.http import Poster
+
+    with socket.socket() as closed:  # bound, never listening: the connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        poster = Poster(timeout=1)
+        assert poster.post(f"http://127.0.0.1:{port}/", {}, "k") == "cannot connect: Connection refused"
+        assert poster.post(f"http://127.0.0.1:{port}/", {}, "k") == "cannot connect: Connection refused"
