@@ -86,11 +86,13 @@ class Worker(threading.Thread):
 
     def _round(self) -> bool | None:
         """Send what waits; None once the sink is gone, else whether anything happened."""
+        head = self.reader.head()
+        if head == self.caught_up:
+            return False  # nothing new in the log (the sink's own changes included): one cheap query
         sink = sinks.sink_of(self.app, self.sink_name)
         if sink is None or sink.removed:
             self.release()
             return None
-        head = self.reader.head()
         after = max(sink.delivered, self.memo[1] if self.memo[0] == sink.delivered else 0)
         if after >= head:
             self.caught_up = head
