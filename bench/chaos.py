@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""A seeded, bounded chaos run of Rollouts with real processes on one temporary home (SQLite).
+"""A seeded, bounded chaos run of Rollouts with real processes on one temporary home (SQLite or PostgreSQL).
 
     python bench/chaos.py --seed 1 --configs 3 --rollouts 20 --controllers 2 --minutes 1
+    python bench/chaos.py --seed 2 --store postgresql://postgres@127.0.0.1:5432/test   (the log in a fresh schema)
 
 What runs, all as real processes against one home:
 
@@ -73,6 +74,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
@@ -238,6 +240,10 @@ class Chaos:
         env.update(chaos_notify.ENV)
         self.sink = chaos_notify.start()
         self.sink_restored_at: int | None = None  # requests the sink had when the old log came back
+        self.schema: str | None = None  # with --store: the run's own PostgreSQL schema, dropped at the end
+        if args.store:
+            self.schema = f"chaos_{args.seed}_{uuid.uuid4().hex[:8]}"
+            env["ROLLOUTS_STORE"] = f"{args.store}{'&' if '?' in args.store else '?'}schema={self.schema}"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.env = env
         self.lock = threading.Lock()
@@ -415,6 +421,8 @@ class Chaos:
             self.journal.close()
         with contextlib.suppress(Exception):
             self.sink.__exit__()
+        if self.schema and not self.keep:
+            drop_schema(self.args.store, self.schema)
 
     def record(self, op: Op) -> None:
         """Append the op to ops.jsonl (the evidence kept when a run fails)."""
@@ -950,6 +958,7 @@ class Chaos:
             "cli_errors": verdict.count("cli_errors"),
             **{k: v for k, v in extra.items() if k.startswith("notifications")},
             "configs": self.args.configs,
+            "store": "postgresql" if self.args.store else "sqlite",
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
             "controller_kills": self.counts["controller_kills"],
             "shim_kills": self.counts["shim_kills"],
@@ -998,6 +1007,13 @@ def collect_names(value: Any, into: set[str]) -> None:
             collect_names(item, into)
 
 
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with contextlib.suppress(Exception), psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=1)
@@ -1012,8 +1028,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the first restore puts back an old copy of the log too (then rebinds)",
     )
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help="a PostgreSQL server (postgresql://USER@HOST:PORT/DB): the log goes to a schema of its own there",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="narrate chaos on stderr")
     args = p.parse_args(argv)
+    if args.store and args.restore_log:
+        p.error("--restore-log puts back a copy of a SQLite log: it does not combine with --store")
+    if args.store and not args.store.startswith(("postgresql://", "postgres://")):
+        p.error("--store takes a postgresql:// URL")
     if min(args.configs, args.rollouts, args.controllers, args.workers) < 1 or args.minutes <= 0:
         p.error("--configs, --rollouts, --controllers, --workers and --minutes must be positive")
     return args

@@ -172,12 +172,12 @@ def e2e(bench: Bench, rollouts: int) -> dict[str, Any]:
 
 def rebuild(bench: Bench, events: int) -> dict[str, Any]:
     from adapters.log_source import RecorderSource
-    from adapters.log_transfer import export_lines, write
+    from adapters.log_transfer import export_lines, load
     from projections.store import ProjectionStore
 
     source = open_app(cached_log(events, 300, False), None)
     app = open_app(bench.home("rebuild"), bench.store())
-    write(app.recorder, export_lines(source.recorder))
+    load(app.recorder, export_lines(source.recorder))
     source.close()
     head = app.recorder.max_notification_id()
     count, read_s, _ = ceiling(app)
