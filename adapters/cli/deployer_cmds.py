@@ -101,7 +101,8 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
     With -f, a `warning:` on stderr when for a lease (ROLLOUTS_LEASE_SECONDS,
     default 30) no event of the deployment came and no controller renewed
     its lease: nothing is moving it. -o json prints one document: the
-    version, its phase and each deployer with its state and output.
+    version, its phase and each deployer with its state and output (bytes
+    that are not UTF-8 become U+FFFD).
 
     \b
     Example:
@@ -158,9 +159,9 @@ def _print_logs(state: State, rt: Any, name: str, version: int, follow: Any) -> 
     still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder.datastore))
     offsets: dict[str, int] = {}
     while True:
+        row = follow()  # before printing: once it says the deployment ended, its output is whole
         for deployer in [r.name for r in _deployers_of(rt, name, version)]:
             offsets[deployer] = _print_from(rt.log_path(deployer), offsets.get(deployer, 0))
-        row = follow()
         if row is None or row["phase"] in phases.TERMINAL:
             return
         said = still.check(row)
