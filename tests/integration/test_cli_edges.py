@@ -257,6 +257,7 @@ def test_completion_on_broken_files_offers_nothing_and_says_nothing(rollouts: Ro
     assert offered(complete(rollouts, "rollouts config show ")) == []
 
 
+@pytest.mark.slow  # three interpreters, for what click prints
 def test_the_readme_enables_completion_in_each_shell_by_a_script_rollouts_prints(rollouts: Rollouts) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     shells = re.findall(r"_ROLLOUTS_COMPLETE=(\w+)_source rollouts", readme)
