@@ -89,6 +89,9 @@ from typing import Any
 
 from adapters.runtime.procs import is_alive, signal_group
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chaos_notify  # noqa: E402 - bench/chaos_notify.py: the notification sink of the run
+
 REPO = Path(__file__).resolve().parents[1]
 ROLLOUTS = [sys.executable, "-m", "adapters.cli"]
 STEP_NAME = re.compile(r"^(?P<config>[a-z0-9-]+?)-(?P<version>\d+)-(?:deploy|hook-pre|hook-post)-\d+(?:-\d+)?$")
@@ -257,6 +260,9 @@ class Chaos:
             folder.mkdir(parents=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
         env["ROLLOUTS_HOME"] = str(self.home)
+        env.update(chaos_notify.ENV)
+        self.sink = chaos_notify.start()
+        self.sink_restored_at: int | None = None  # requests the sink had when the old log came back
         self.schema: str | None = None  # with --store: the run's own PostgreSQL schema, dropped at the end
         if args.store:
             self.schema = f"chaos_{args.seed}_{uuid.uuid4().hex[:8]}"
@@ -436,6 +442,8 @@ class Chaos:
                     signal_group(row["pgid"], signal.SIGKILL)
         with self.lock, contextlib.suppress(Exception):
             self.journal.close()
+        with contextlib.suppress(Exception):
+            self.sink.__exit__()
         if self.schema and not self.keep:
             drop_schema(self.args.store, self.schema)
 
@@ -452,6 +460,9 @@ class Chaos:
 
     def setup(self) -> None:
         rng = self.rng
+        rc, _, err = self.cli(chaos_notify.add_argv(self.sink), actor="chaos-notify")
+        if rc != 0:
+            raise RuntimeError(f"notify add failed: {rc} {err.strip()}")
         create_ops = []
         for i in range(self.args.configs):
             name = f"chaos-{i}"
@@ -635,6 +646,7 @@ class Chaos:
             contextlib.closing(sqlite3.connect(self.home / "events.db")) as target,
         ):
             source.backup(target)
+        self.sink_restored_at = chaos_notify.received_count(self.sink)
         self.counts["log_restores"] += 1
         self.counts["freeze_kept"] = 0  # the freezes issued since the copy are gone with it
         for args in (["rollout", "latest", self.configs[0].name], ["controller", "run", "--once", "-q"]):
@@ -822,7 +834,11 @@ class Chaos:
                 if again[key] != live[key]:
                     equal = False
                     verdict.add("views", f"{key} differs after `projections rebuild {' '.join(flags)}`")
-        return {"audit_ok": audit_ok, "views_equal_rebuild": equal}
+        log_id = self.json_of(["log", "verify"])["log_id"]
+        sent = chaos_notify.check(self.sink, live["events"], log_id, self.sink_restored_at)
+        for change in sent.pop("lost_examples"):
+            verdict.add("notifications_lost", change)
+        return {"audit_ok": audit_ok, "views_equal_rebuild": equal, **sent}
 
     def check_ground_truth(
         self, verdict: Verdict, deployers: list[dict[str, Any]], events: list[Any], history: dict[str, list[Any]]
@@ -1006,6 +1022,7 @@ class Chaos:
             "cli_errors": verdict.count("cli_errors"),
             "claims_in_freeze": verdict.count("claims_in_freeze"),
             "freezes": self.counts["freezes"],
+            **{k: v for k, v in extra.items() if k.startswith("notifications")},
             "configs": self.args.configs,
             "store": "postgresql" if self.args.store else "sqlite",
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
@@ -1015,6 +1032,8 @@ class Chaos:
             "seconds": round(elapsed, 1),
         }
         failed = any(result[k] for k in VIOLATION_COUNTS) or not all(result[k] for k in VIOLATION_FLAGS)
+        # A notification may come twice only when a controller died sending it (same key and body).
+        failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
         exits = Counter(f"{op.kind}:{op.rc}" for op in self.ops if op.kind in WRITES)
         print(json.dumps({"exit_codes": dict(sorted(exits.items()))}), file=sys.stderr)
         if verdict.details:
@@ -1035,6 +1054,9 @@ VIOLATION_COUNTS = (
     "orphans",
     "cli_errors",
     "claims_in_freeze",
+    "notifications_lost",
+    "notifications_misordered",
+    "notifications_bad_keys",
 )
 VIOLATION_FLAGS = ("audit_ok", "views_equal_rebuild", "settled")
 

@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from adapters.cli.as_of import as_of_option, history_at
-from adapters.cli.output import emit_json, output_option, show
+from adapters.cli.output import emit_json, output_option, shell_words, show
 from adapters.cli.params import name_argument
 from adapters.cli.rollout_cmds import freeze_text
-from adapters.cli.spec_options import changed_spec, spec_options, warn_secret_env
+from adapters.cli.spec_options import changed_spec, refuse_removals, spec_options, warn_secret_env
 from adapters.cli.state import State, pass_reader, pass_state
 from domain.errors import NotFound
 
@@ -43,6 +43,7 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
       rollouts config create api --trigger config-change -- python deploy.py
       rollouts config create db --pass-env DB_TOKEN -- ./migrate.sh   # value read at launch
     """
+    refuse_removals(options)
     spec = changed_spec({}, command, options)
     revision = state.app.create_config(name, spec, state.meta())
     warn_secret_env(options["env"])  # once recorded: a refused command prints its error line only
@@ -143,5 +144,5 @@ def list_(state: State, output: str) -> None:
     """
     rows = config_rows(state)
     for row in rows:
-        row["command"] = " ".join(row["spec"]["command"])
+        row["command"] = shell_words(row["spec"]["command"])
     show(rows, ["name", "latest_version", "latest_phase", "paused", "frozen", "command"], output, "No configs.")

@@ -9,6 +9,7 @@ import click
 from adapters.cli.output import emit_json, output_option
 from adapters.cli.params import expected_head
 from adapters.cli.state import State, pass_reader, pass_state
+from adapters.cli.types import POSITION
 
 
 @click.group()
@@ -82,8 +83,8 @@ def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> No
 
 
 @log.command()
-@click.option("--after", type=click.IntRange(min=0), default=0, help="Only events after this position.")
-@click.option("--until", type=click.IntRange(min=0), help="Only events up to this position.")
+@click.option("--after", type=POSITION, default=0, help="Only events after this position.")
+@click.option("--until", type=POSITION, help="Only events up to this position.")
 @pass_reader
 def export(state: State, after: int, until: int | None) -> None:
     """Write the log as JSON Lines on stdout, one event a line, in position order.

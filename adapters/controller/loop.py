@@ -68,8 +68,10 @@ class Controller:
         cwd: str,
         log: Log | None = None,
         check_log: Callable[[], None] | None = None,
+        notifier: Any = None,
     ) -> None:
         self.app = app
+        self.notifier = notifier  # adapters.notify.notifier.Notifier: sends in threads of its own, never in a pass
         self.check_log = check_log or (lambda: None)  # raises when the log is no longer the home's
         self.projections = projections
         self.runtime = runtime
@@ -165,12 +167,16 @@ class Controller:
                 return 0
             if not once:
                 self._warm_up()
+                if self.notifier is not None:
+                    self.notifier.start()
             watch = Watch(self.app, self.runtime, interval)
             try:
                 return self._loop(once, until_idle, interval, deadline, watch)
             finally:
                 watch.close()
         finally:
+            if self.notifier is not None:
+                self.notifier.stop()
             if self.twins is not None:
                 self.twins.close()
                 self.twins = None
@@ -193,7 +199,7 @@ class Controller:
                 open_count, acted = 1, 0
             if once or self.stopping.is_set():
                 return 0
-            if until_idle and open_count == 0 and acted == 0:
+            if until_idle and open_count == 0 and acted == 0 and not self._notifying():
                 return 0
             if deadline is not None and time.monotonic() >= deadline:
                 return 1 if until_idle else 0
@@ -203,6 +209,10 @@ class Controller:
                 # A new event or a deployer's news ends the wait early; changes that keep bringing
                 # nothing to do (another controller's work) are heeded less and less often, up to the interval.
                 woke = watch.wait(self.stopping, interval, settle=min(interval, watch.every * (2**idle - 1)))
+
+    def _notifying(self) -> bool:
+        """Whether a notification may still wait to be sent (a failing sink does not keep us)."""
+        return self.notifier is not None and self.notifier.busy()
 
     def _single_pass(self) -> tuple[int, int]:
         """`--once`: a full or failing disk is the command's error (exit 5), unless the pass had

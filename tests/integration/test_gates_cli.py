@@ -89,6 +89,9 @@ def test_status_history_and_show_say_who_approved_and_who_froze_why_until_when(a
     until = datetime.fromisoformat(FUTURE).replace(tzinfo=UTC).isoformat()
     line = f"frozen (config) by carol: release week, until {until}"
     assert approving.run("rollout", "status", "web").stdout == f"web version 1 (attempt 1): New; {line}\n"
+    status = json.loads(approving.run("rollout", "status", "web", "-o", "json").stdout)
+    assert status["frozen"] is True and [f["by"] for f in status["freezes"]] == ["carol"]
+    assert (status["needs_approval"], status["approved_by"]) == (True, "bob")
     assert f"Frozen:         {line}" in approving.run("config", "show", "web").stdout
     shown = json.loads(approving.run("config", "show", "web", "-o", "json").stdout)
     assert shown["frozen"] is True and shown["spec"]["require_approval"] is True
