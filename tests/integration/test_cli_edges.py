@@ -171,7 +171,7 @@ def test_status_json_is_the_latest_deployment_as_history_shows_it(rollouts: Roll
     document = json.loads(ok(rollouts.run("rollout", "status", "web", "-o", "json")).stdout)
     row = json.loads(ok(rollouts.run("rollout", "history", "web", "-o", "json")).stdout)[-1]
     del row["spec"]
-    assert document == {"config": "web", **row}
+    assert document == {"config": "web", **row, "frozen": False, "freezes": []}  # and the freezes in force
     assert document["phase"] == "New" and document["version"] == 1
 
 
@@ -193,7 +193,8 @@ def test_every_read_command_takes_json(rollouts: Rollouts) -> None:
     writes = {
         ("config", "create"), ("config", "set"), ("home", "rebind"), ("log", "export"), ("log", "import"),
         ("projections", "rebuild"), ("controller", "run"), ("deployers", "delete"), ("demo",),
-        *(("rollout", verb) for verb in ("latest", "cancel", "retry", "undo", "pause", "resume")),
+        ("freeze",), ("unfreeze",), ("notify", "add"), ("notify", "remove"),
+        *(("rollout", verb) for verb in ("latest", "cancel", "retry", "undo", "pause", "resume", "approve")),
     }  # fmt: skip
     reads = [p for p in every_command() if p not in writes and p not in {(g,) for g in GROUPS}]
     assert ("logs",) in reads and ("rollout", "status") in reads
