@@ -85,6 +85,7 @@ class Controller:
 
     def reconcile(self) -> tuple[int, int]:
         """One pass; returns (open deployments seen, actions taken)."""
+        self.executor.begin_pass()
         self.check_log()
         self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
@@ -92,7 +93,10 @@ class Controller:
         if time.monotonic() - self._observed_at >= self.observe_every:
             self.runtime.observe()
             self._observed_at = time.monotonic()
-        observed = {r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"]}
+        # Only our own steps: plan leaves the others' deployments to them (or ends them as Lost).
+        observed = {
+            r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"] and r["claimant"] == self.claimant
+        }
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
         expired = frozenset(self.leases.expired() - {self.claimant})
         actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
