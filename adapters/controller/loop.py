@@ -98,7 +98,9 @@ class Controller:
             r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"] and r["claimant"] == self.claimant
         }
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
-        expired = frozenset(self.leases.expired() - {self.claimant})
+        # Leases matter only for deployments other claimants hold: none open, no query (a round trip on PostgreSQL).
+        others = {r["claimant"] for r in rows if r["claimant"] and r["claimant"] != self.claimant}
+        expired = frozenset(self.leases.expired() & others) if others else frozenset()
         actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
         planned = batches(actions)
         claims = [b for b in planned if b[0].kind == Kind.CLAIM]
