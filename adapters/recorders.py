@@ -361,8 +361,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         return (rows[0]["notification_id"], rows[0]["hash"]) if rows else None
 
     def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
+        """One statement on an autocommit connection: one round trip, not three (BEGIN and ROLLBACK)."""
         try:
-            with self.datastore.transaction(commit=False) as curs:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
                 curs.execute(sql, params)
                 return list(curs.fetchall())
         except Exception as error:  # noqa: BLE001 - the library wraps the driver's errors

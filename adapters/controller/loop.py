@@ -88,6 +88,7 @@ class Controller:
 
     def reconcile(self) -> tuple[int, int]:
         """One pass; returns (open deployments seen, actions taken)."""
+        self.executor.begin_pass()
         self.check_log()
         self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
@@ -95,11 +96,16 @@ class Controller:
         if time.monotonic() - self._observed_at >= self.observe_every:
             self.runtime.observe()
             self._observed_at = time.monotonic()
-        observed = {r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"]}
+        # Only our own steps: plan leaves the others' deployments to them (or ends them as Lost).
+        observed = {
+            r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"] and r["claimant"] == self.claimant
+        }
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
-        expired = frozenset(self.leases.expired() - {self.claimant})
+        # Leases matter only for deployments other claimants hold: none open, no query (a round trip on PostgreSQL).
+        others = {r["claimant"] for r in rows if r["claimant"] and r["claimant"] != self.claimant}
+        expired = frozenset(self.leases.expired() & others) if others else frozenset()
         now = datetime.now(UTC)
-        frozen = {f["stream"]: f for f in self.projections.query("desired", freezes.IN_LOG)}
+        frozen = {f["stream"]: f for f in self.projections.query("desired", freezes.IN_LOG)}  # the local view
         actions = plan(rows, observed, self.claimant, now, expired, frozen)
         planned = batches(actions)
         claims = [b for b in planned if b[0].kind == Kind.CLAIM]
