@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import sqlite_utils
@@ -65,3 +66,35 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
     """The phase of `name`'s latest deployment (None when it has none, or there is no such config)."""
     row = db.execute(_LATEST_PHASE, (name,)).fetchone()
     return row[0] if row else None
+
+
+# -- what /metrics reports (adapters/web/metrics.py) -----------------------------------------------
+
+_PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments GROUP BY config, phase"
+# An attempt ends Complete or Failed once; a retry (only from Failed) starts the next attempt, so a
+# deployment at attempt A has ended Failed A - 1 times before, plus once more if it is Failed now.
+_FINISHED = (
+    "SELECT config, sum(phase = 'Complete'), sum(attempt - 1 + (phase = 'Failed')) FROM deployments GROUP BY config"
+)
+_DURATIONS = (
+    "SELECT max(0.0, (julianday(finished_at) - julianday(created_at)) * 86400.0) AS d FROM deployments"
+    " WHERE finished_at IS NOT NULL AND phase IN ('Complete', 'Failed')"
+)
+
+
+def phase_counts(db: sqlite_utils.Database) -> list[tuple[str, str, int]]:
+    """(config, phase, how many of its deployments are in it), for every phase some deployment is in."""
+    return [(c, p, int(n)) for c, p, n in db.execute(_PHASE_COUNTS)]
+
+
+def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
+    """(config, attempts ended Complete, attempts ended Failed): they only grow as the log does."""
+    return [(c, int(done or 0), int(failed or 0)) for c, done, failed in db.execute(_FINISHED)]
+
+
+def duration_buckets(db: sqlite_utils.Database, bounds: Sequence[float]) -> tuple[list[int], int, float]:
+    """Over ended deployments, the seconds from creation to end (retries included): how many took at
+    most each of `bounds` (cumulative, as a histogram's buckets), how many there are, and their sum."""
+    counts = ", ".join(f"sum(d <= {float(b)!r})" for b in bounds)
+    row = db.execute(f"SELECT {counts}, count(d), sum(d) FROM ({_DURATIONS})").fetchone()
+    return [int(n or 0) for n in row[: len(bounds)]], int(row[-2]), float(row[-1] or 0.0)

@@ -49,6 +49,7 @@ def events(
       rollouts events --actor alice@laptop -o json
       rollouts events --after 1000 --limit 100 -o json
     """
+    from adapters import documents
     from projections import audit_queries
 
     if revision is not None and name is None:
@@ -63,7 +64,7 @@ def events(
     only = audit_queries.EventFilter(
         config=name, version=revision, type=type_, actor=actor, since=since, after=after, until=until, limit=limit
     )
-    rows = audit_queries.events(store.db("audit"), only)
+    rows = documents.events(store.db("audit"), only)
     show(rows, EVENT_COLUMNS, output, "No events.")
 
 

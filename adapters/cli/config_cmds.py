@@ -136,7 +136,7 @@ def list_(state: State, output: str) -> None:
       rollouts config list
       rollouts config list -o json
     """
-    rows = config_rows(state)
-    for row in rows:
-        row["command"] = " ".join(row["spec"]["command"])
+    from adapters import documents
+
+    rows = documents.config_list(state.read("history").db("history"))
     show(rows, ["name", "latest_version", "latest_phase", "paused", "command"], output, "No configs.")

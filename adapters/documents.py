@@ -1,0 +1,37 @@
+"""The documents read commands print with `-o json` and `rollouts serve` answers: one function each."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlite_utils
+
+from projections import audit_queries, history_queries
+
+Row = dict[str, Any]
+_INTERNAL = ("stream", "config", "step")  # history columns that only join views
+
+
+def json_text(document: Any) -> str:
+    """The one JSON rendering: what `-o json` prints (without its newline) and the API's body."""
+    return json.dumps(document, indent=2, default=str)
+
+
+def config_list(db: sqlite_utils.Database) -> list[Row]:
+    """`config list`: every config with its latest version and phase, and its command as one line."""
+    rows = history_queries.configs(db)
+    for row in rows:
+        row["command"] = " ".join(row["spec"]["command"])
+    return rows
+
+
+def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
+    """`rollout history NAME [--revision N]`: the deployments (NotFound: no such config or revision)."""
+    rows = history_queries.deployments(db, name, revision)
+    return [{k: v for k, v in row.items() if k not in _INTERNAL} for row in rows]
+
+
+def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[Row]:
+    """`events`: the events `only` lets through, in log order (NotFound: no such config)."""
+    return audit_queries.events(db, only)
