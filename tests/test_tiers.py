@@ -25,11 +25,13 @@ FAST = {
     "unit/test_runtime_port.py",
     "unit/test_step.py",
     "unit/test_spec.py",
+    "unit/test_timeline.py",
     "integration/test_audit_bad_history.py",
     "integration/test_cli_errors.py",
     "integration/test_cli_verbs.py",
     "integration/test_events_paging.py",
     "integration/test_projections.py",
+    "integration/test_serve_routes.py",
     "property/test_model.py",
 }
 
