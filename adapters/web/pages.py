@@ -12,7 +12,8 @@ STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em 2em; color: #1b1f24; }
 h1 { font-size: 1.4em; margin: 0 0 .6em } h2 { font-size: 1.1em; margin: 1.4em 0 .4em }
 table { border-collapse: collapse; } th, td { padding: 3px 10px; text-align: left; border-bottom: 1px solid #dde; }
-th { background: #f3f4f8; font-weight: 600 } td.num { text-align: right } code { font-size: 12px }
+th { background: #f3f4f8; font-weight: 600 } td { white-space: nowrap } td code { white-space: normal }
+td.num { text-align: right } code { font-size: 12px }
 .phase { padding: 1px 7px; border-radius: 9px; color: #fff; background: #6b7280; font-size: 12px }
 .phase-Complete { background: #15803d } .phase-Failed { background: #b91c1c }
 .phase-Running, .phase-Pending { background: #1d4ed8 } .phase-New { background: #7c3aed }
