@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from adapters import documents
 from adapters.web import pages, timeline
@@ -117,7 +117,7 @@ def _api_events(state: Any, metrics: Any, params: dict[str, str]) -> Response:
 
 def _metrics(state: Any, metrics: Any, params: dict[str, str]) -> Response:
     _only(params, ())
-    return Response(200, CONTENT_TYPE_LATEST, generate_latest(metrics))
+    return Response(200, CONTENT_TYPE_LATEST, metrics.text())
 
 
 # -- parameters -----------------------------------------------------------------------------------------

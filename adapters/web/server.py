@@ -35,7 +35,7 @@ class Reader:
     def __init__(self, state: Any, answer: Callable[..., Any], on_error: Callable[[BaseException], str]) -> None:
         self.state = state
         self.lock = threading.Lock()
-        self.metrics = metrics.registry(lambda: state.projections)
+        self.metrics = metrics.Exposition(lambda: state.projections)
         self.answer = answer
         self.on_error = on_error
 
@@ -55,6 +55,7 @@ def make_handler(reader: Reader, loopback: bool) -> type[BaseHTTPRequestHandler]
         server_version = "rollouts"
         sys_version = ""
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms wait for an ACK between them
 
         def do_GET(self) -> None:  # noqa: N802 - the standard library's name
             self._send(head=False)

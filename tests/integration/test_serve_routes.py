@@ -26,7 +26,7 @@ class Server:
     def __init__(self, rollouts: Rollouts) -> None:
         self.state = State(str(rollouts.home), None, "tester@test")
         self.state.reading()
-        self.registry = metrics.registry(lambda: self.state.projections)
+        self.registry = metrics.Exposition(lambda: self.state.projections)
 
     def get(self, target: str) -> routes.Response:
         return routes.answer(self.state, self.registry, target)
