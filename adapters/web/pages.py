@@ -107,8 +107,17 @@ def _table(columns: Sequence[str], rows: Sequence[str], empty: str) -> str:
 
 
 def _row(values: dict[str, Any], columns: Sequence[str]) -> str:
-    cells = "".join(f"<td>{_phase(values[c]) if c == 'phase' else _text(values.get(c))}</td>" for c in columns)
-    return f"<tr>{cells}</tr>"
+    return "<tr>" + "".join(f"<td>{_cell(c, values.get(c))}</td>" for c in columns) + "</tr>"
+
+
+def _cell(column: str, value: Any) -> str:
+    if column == "phase":
+        return _phase(value)
+    if value is not None and (column.endswith("_at") or column == "timestamp"):
+        # The whole time on hover; the table shows it to the millisecond, in UTC as the log keeps it.
+        shown = str(value)[:23].replace("T", " ")
+        return f'<time datetime="{escape(str(value))}" title="{escape(str(value))}">{escape(shown)}</time>'
+    return _text(value)
 
 
 def _phase(phase: str | None) -> str:

@@ -45,6 +45,14 @@ def svg(attempts: list[Attempt], now: datetime) -> str:
             f' data-start="{escape(a.start)}" data-end="{escape(a.end or "")}"'
             f' data-first="{a.first}" data-last="{a.last}"><title>{escape(tip)}</title></rect>'
         )
+        note = a.outcome + (f": {a.reason}" if a.reason else "")
+        after = x + width + 6
+        if after + 7 * len(note) < WIDTH:
+            parts.append(f'<text class="note" x="{after:.2f}" y="{y + BAR - 3}">{escape(note)}</text>')
+        else:
+            parts.append(
+                f'<text class="note" x="{x - 6:.2f}" y="{y + BAR - 3}" text-anchor="end">{escape(note)}</text>'
+            )
     parts.append("</svg>")
     return "\n".join(parts)
 
