@@ -71,7 +71,7 @@ def metrics_remade_ms(home: Path, times: int) -> list[float]:
     spent = []
     try:
         for _ in range(times):
-            exposition._last = None  # as if an event had arrived: nothing of the last text is reused
+            exposition.forget()  # as if an event had arrived: nothing of the last text is reused
             start = time.perf_counter()
             routes.answer(state, exposition, "/metrics")
             spent.append((time.perf_counter() - start) * 1000)

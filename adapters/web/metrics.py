@@ -59,6 +59,10 @@ class Exposition:
         self.registry = registry(store)
         self._last: tuple[tuple[Any, ...], bytes] | None = None
 
+    def forget(self) -> None:
+        """Make the next text anew (as after a new event)."""
+        self._last = None
+
     def text(self) -> bytes:
         key = _where(self.store())
         if self._last is None or self._last[0] != key:

@@ -47,9 +47,9 @@ def answer(state: Any, metrics: Any, target: str) -> Response:
             raise NotFound(f"no page at {url.path}")
         return route(state, metrics, _params(url.query), *args)
     except NotFound as missing:
-        return _error(404, str(missing), api)
+        return error(404, str(missing), api)
     except BadRequest as bad:
-        return _error(400, str(bad), api)
+        return error(400, str(bad), api)
 
 
 def _match(path: str) -> tuple[Callable[..., Response] | None, tuple[str, ...]]:
@@ -196,5 +196,6 @@ def _json(document: Any, status: int = 200) -> Response:
     return Response(status, JSON, (documents.json_text(document) + "\n").encode())
 
 
-def _error(status: int, message: str, api: bool) -> Response:
+def error(status: int, message: str, api: bool) -> Response:
+    """An error answer: JSON `{\"error\": ...}` under /api/, else a page."""
     return _json({"error": message}, status) if api else _html(pages.error(status, message), status)

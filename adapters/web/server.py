@@ -47,7 +47,7 @@ class Reader:
                 line = self.on_error(error)
                 print(f"error: {line}", file=sys.stderr, flush=True)
                 api = target.startswith("/api/")
-                return routes._error(500, line, api)
+                return routes.error(500, line, api)
 
 
 def make_handler(reader: Reader, loopback: bool) -> type[BaseHTTPRequestHandler]:

@@ -195,3 +195,20 @@ def test_metrics_show_a_view_behind_the_log_and_the_scrape_catches_history_up(ro
     assert lag["history"] > 0
     assert 'rollouts_deployments{config="web",phase="New"} 1.0' in text
     server.state.close()
+
+
+def test_a_bug_in_one_request_is_a_500_with_one_line_and_the_server_goes_on(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adapters.web.server import Reader
+
+    def broken(state: Any, metrics: Any, target: str) -> routes.Response:
+        if target == "/api/boom":
+            raise RuntimeError("boom")
+        return routes.answer(state, metrics, target)
+
+    reader = Reader(server.state, broken, lambda error: f"internal error ({error})")
+    failed = reader.respond("/api/boom")
+    assert (failed.status, json.loads(failed.body)) == (500, {"error": "internal error (boom)"})
+    assert capsys.readouterr().err == "error: internal error (boom)\n"
+    assert reader.respond("/api/configs").status == 200
