@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import sqlite_utils
 
 from domain.errors import NotFound
+from projections.history import DURATION_BUCKETS
 
 Row = dict[str, Any]
 
@@ -71,15 +71,8 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
 # -- what /metrics reports (adapters/web/metrics.py) -----------------------------------------------
 
 _PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments GROUP BY config, phase"
-# An attempt ends Complete or Failed once; a retry (only from Failed) starts the next attempt, so a
-# deployment at attempt A has ended Failed A - 1 times before, plus once more if it is Failed now.
-_FINISHED = (
-    "SELECT config, sum(phase = 'Complete'), sum(attempt - 1 + (phase = 'Failed')) FROM deployments GROUP BY config"
-)
-_DURATIONS = (
-    "SELECT max(0.0, (julianday(finished_at) - julianday(created_at)) * 86400.0) AS d FROM deployments"
-    " WHERE finished_at IS NOT NULL AND phase IN ('Complete', 'Failed')"
-)
+_ENDINGS = "SELECT config, outcome, sum(count) FROM endings GROUP BY config, outcome"
+_DURATIONS = "SELECT le, sum(count), sum(seconds) FROM endings GROUP BY le"
 
 
 def phase_counts(db: sqlite_utils.Database) -> list[tuple[str, str, int]]:
@@ -88,13 +81,25 @@ def phase_counts(db: sqlite_utils.Database) -> list[tuple[str, str, int]]:
 
 
 def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
-    """(config, attempts ended Complete, attempts ended Failed): they only grow as the log does."""
-    return [(c, int(done or 0), int(failed or 0)) for c, done, failed in db.execute(_FINISHED)]
+    """(config, times its deployments ended Complete, ended Failed) for each config that has had one
+    end: they only grow as the log does (a retry starts again after a Failed end, which stays counted)."""
+    counts: dict[str, dict[str, int]] = {}
+    for config, outcome, n in db.execute(_ENDINGS):
+        counts.setdefault(config, {})[outcome] = int(n)
+    return [(c, ends.get("complete", 0), ends.get("failed", 0)) for c, ends in sorted(counts.items())]
 
 
-def duration_buckets(db: sqlite_utils.Database, bounds: Sequence[float]) -> tuple[list[int], int, float]:
-    """Over ended deployments, the seconds from creation to end (retries included): how many took at
-    most each of `bounds` (cumulative, as a histogram's buckets), how many there are, and their sum."""
-    counts = ", ".join(f"sum(d <= {float(b)!r})" for b in bounds)
-    row = db.execute(f"SELECT {counts}, count(d), sum(d) FROM ({_DURATIONS})").fetchone()
-    return [int(n or 0) for n in row[: len(bounds)]], int(row[-2]), float(row[-1] or 0.0)
+def duration_buckets(db: sqlite_utils.Database) -> tuple[list[tuple[float, int]], int, float]:
+    """The seconds from creation to each end of a deployment, as a histogram: (bound, ends at most
+    that long) for each of DURATION_BUCKETS (cumulative), how many ends, and their seconds summed."""
+    per_bucket: dict[float | None, int] = {}
+    total, seconds = 0, 0.0
+    for le, n, spent in db.execute(_DURATIONS):
+        per_bucket[le] = int(n)
+        total += int(n)
+        seconds += float(spent or 0.0)
+    cumulative, running = [], 0
+    for bound in DURATION_BUCKETS:
+        running += per_bucket.get(bound, 0)
+        cumulative.append((bound, running))
+    return cumulative, total, seconds

@@ -12,9 +12,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from projections import files, history_queries
 from projections.registry import ALL
 
-# Seconds from a deployment's creation to its end: hooks and retries make some long.
-DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
-
 
 class ViewsCollector(Collector):
     """Reads the projection store `store()` returns, at each scrape (the caller holds the read lock)."""
@@ -37,14 +34,14 @@ class ViewsCollector(Collector):
         )
         finished = CounterMetricFamily(
             "rollouts_deployments_finished",
-            "Deployment attempts that ended, by config and outcome (complete or failed; a retry follows a failure).",
+            "Ends of deployment attempts, by config and outcome (complete or failed; a retry follows a failed end).",
             labels=["config", "outcome"],
         )
         for config, complete, failed in history_queries.finished_counts(db):
             finished.add_metric([config, "complete"], complete)
             finished.add_metric([config, "failed"], failed)
         yield finished
-        yield _histogram(*history_queries.duration_buckets(db, DURATION_BUCKETS))
+        yield _histogram(*history_queries.duration_buckets(db))
 
 
 class Exposition:
@@ -103,13 +100,11 @@ def _lag(store: Any, head: int) -> GaugeMetricFamily:
     )
 
 
-def _histogram(counts: list[int], total: int, seconds: float) -> HistogramMetricFamily:
-    buckets = [(_le(bound), n) for bound, n in zip(DURATION_BUCKETS, counts, strict=True)]
-    buckets.append(("+Inf", total))
+def _histogram(buckets: list[tuple[float, int]], total: int, seconds: float) -> HistogramMetricFamily:
     return HistogramMetricFamily(
         "rollouts_rollout_duration_seconds",
-        "Seconds from a deployment's creation to its end (Complete or Failed), retries included.",
-        buckets=buckets,
+        "Seconds from a deployment's creation to each of its ends (Complete or Failed; a retry ends again).",
+        buckets=[(_le(bound), n) for bound, n in buckets] + [("+Inf", total)],
         sum_value=seconds,
     )
 

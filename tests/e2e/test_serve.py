@@ -140,7 +140,7 @@ def test_metrics_parse_and_count_each_attempt_by_outcome(served: Served) -> None
         (("config", "web"), ("outcome", "failed")): 1,
     }
     assert samples[("rollouts_deployments", (("config", "web"), ("phase", "Complete")))] == 2
-    assert samples[("rollouts_rollout_duration_seconds_count", ())] == 3
+    assert samples[("rollouts_rollout_duration_seconds_count", ())] == 4  # web v2 ended twice (failed, then complete)
     assert samples[("rollouts_log_head_position", ())] > 0
 
 

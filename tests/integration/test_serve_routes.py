@@ -170,7 +170,8 @@ def test_metrics_parse_and_count_deployments_by_phase_and_outcome(server: Server
     assert samples[("rollouts_deployments", (("config", "bad"), ("phase", "New")))] == 1
     assert samples[("rollouts_deployments", (("config", "web"), ("phase", "New")))] == 1
     assert samples[("rollouts_deployments_finished_total", (("config", "bad"), ("outcome", "failed")))] == 1
-    assert samples[("rollouts_deployments_finished_total", (("config", "web"), ("outcome", "complete")))] == 0
+    assert samples[("rollouts_deployments_finished_total", (("config", "bad"), ("outcome", "complete")))] == 0
+    assert not any(labels == (("config", "web"), ("outcome", "complete")) for _, labels in samples)  # never ended
     assert families["rollouts_rollout_duration_seconds"].type == "histogram"
     assert samples[("rollouts_rollout_duration_seconds_count", ())] == 1
     assert samples[("rollouts_rollout_duration_seconds_bucket", (("le", "+Inf"),))] == 1
