@@ -8,7 +8,8 @@ configs) and `/metrics` over one keep-alive connection, each `--requests` times:
 The log does not move meanwhile, so /metrics answers the text it made for the first scrape;
 `metrics_remade` is the same answer made anew each time, in-process, as after a new event.
 The baseline is `rollout history NAME -o json` run in-process (click's runner: no interpreter
-start-up), over the same names, `--requests` times. The log is bench/generate.py's (cached in /tmp).
+start-up), each run right after the request for the same name. The log is bench/generate.py's
+(cached in /tmp).
 
 Goals (DESIGN 7.5, issue #18): each median under 20 ms, and at most the CLI's median.
 The last line is a JSON summary: {"name": {"median_ms", "p99_ms", "baseline_ms", "ratio", "goal", "ok"}}.
@@ -47,18 +48,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def cli_history_ms(home: Path, names: list[str]) -> list[float]:
-    """In-process `rollouts rollout history NAME -o json`, one per name: milliseconds each."""
-    runner = CliRunner()
-    times = []
-    with runner.isolation(env={"ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": "bench@serve"}) as (out, err, _):
-        for name in names:
+class CliHistory:
+    """In-process `rollouts rollout history NAME -o json` (click's runner: no interpreter start-up)."""
+
+    def __init__(self, home: Path) -> None:
+        self.env = {"ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": "bench@serve"}
+
+    def ms(self, name: str) -> float:
+        with CliRunner().isolation(env=self.env) as (out, err, _):
             start = time.perf_counter()
             code = run_cli(cli, ["rollout", "history", name, "-o", "json"])
-            times.append((time.perf_counter() - start) * 1000)
+            elapsed = (time.perf_counter() - start) * 1000
             if code != 0:
                 raise SystemExit(f"rollout history {name} failed: {err.getvalue().decode()[-300:]}")
-    return times
+        return elapsed
 
 
 def caught_up(home: Path) -> None:
@@ -155,21 +158,21 @@ def main() -> None:
     t = time.perf_counter()
     server = Server(home)
     print(f"serve up at {server.url} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    cli_history = CliHistory(home)
     try:
         for name in names[:5]:  # warm: connections, page cache
             server.get_ms(f"/api/configs/{name}/history")
-        history, bodies = [], {}
+            cli_history.ms(name)
+        # Interleaved, one of each per name: both see the same load on a shared machine.
+        history, baseline_times = [], []
         for name in names:
-            elapsed, body = server.get_ms(f"/api/configs/{name}/history")
-            history.append(elapsed)
-            bodies[name] = body
+            history.append(server.get_ms(f"/api/configs/{name}/history")[0])
+            baseline_times.append(cli_history.ms(name))
         server.get_ms("/metrics")
         metrics = [server.get_ms("/metrics")[0] for _ in range(args.requests)]
     finally:
         server.stop()
     remade = metrics_remade_ms(home, args.requests)
-    cli_history_ms(home, names[:5])
-    baseline_times = cli_history_ms(home, names)
     baseline = statistics.median(baseline_times)
     summary = {
         "serve_history": figure(history, baseline),
