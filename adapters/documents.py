@@ -19,10 +19,12 @@ def json_text(document: Any) -> str:
 
 
 def config_list(db: sqlite_utils.Database) -> list[Row]:
-    """`config list`: every config with its latest version and phase, and its command as one line."""
+    """`config list`: every config with its latest version and phase, and its command as a shell types it."""
+    from adapters.cli.output import shell_words
+
     rows = history_queries.configs(db)
     for row in rows:
-        row["command"] = " ".join(row["spec"]["command"])
+        row["command"] = shell_words(row["spec"]["command"])
     return rows
 
 
@@ -35,3 +37,13 @@ def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -
 def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[Row]:
     """`events`: the events `only` lets through, in log order (NotFound: no such config)."""
     return audit_queries.events(db, only)
+
+
+def type_problem(db: sqlite_utils.Database, type_: str) -> str | None:
+    """Why `type_` names no event type (the domain records none such, nor does the log hold one), if so."""
+    from domain.event_types import event_types
+
+    known = event_types()
+    if type_ in known or audit_queries.has_type(db, type_):
+        return None
+    return f"{type_!r} is not an event type (known: {', '.join(sorted(known))})"

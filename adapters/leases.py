@@ -21,6 +21,33 @@ def lease_seconds() -> float:
     return float(os.environ.get("ROLLOUTS_LEASE_SECONDS", DEFAULT_LEASE_S))
 
 
+def freshest_age(datastore: Any) -> float | None:
+    """Seconds since any claimant last renewed its lease (by the database's clock); None when none
+    ever did. Reads only: no table is created, so a reader needs no more than SELECT."""
+    schema = getattr(datastore, "schema", None)
+    with datastore.transaction(commit=False) as cursor:
+        if schema is not None:
+            cursor.execute("SELECT to_regclass(%s) AS found", (f'"{schema}".rollouts_leases',))
+            exists = _first(cursor.fetchone()) is not None
+            table, now = f'"{schema}".rollouts_leases', POSTGRES_NOW
+        else:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'rollouts_leases'")
+            exists = cursor.fetchone() is not None
+            table, now = "rollouts_leases", SQLITE_NOW
+        if not exists:
+            return None
+        cursor.execute(f"SELECT {now} - max(renewed_at) AS age FROM {table}")
+        age = _first(cursor.fetchone())
+    return None if age is None else float(age)
+
+
+def _first(row: Any) -> Any:
+    """The first column of a row, whether the driver gives tuples or dicts."""
+    if row is None:
+        return None
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
 class Leases:
     """One row per claimant: when it last proved it was alive."""
 

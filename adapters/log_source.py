@@ -36,6 +36,7 @@ class RecorderSource:
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
         self._ids: dict[str, str] = {}  # stored id -> dashed: a stream's events share one string
+        self._pg_select: Any = None
 
     def head(self) -> int:
         return self.recorder.max_notification_id() or 0
@@ -43,7 +44,25 @@ class RecorderSource:
     def read(self, after: int, limit: int) -> Sequence[Any]:
         if isinstance(self.recorder, SQLiteApplicationRecorder):
             return self._read_sqlite(after, limit)
+        if getattr(getattr(self.recorder, "datastore", None), "schema", None) is not None:  # PostgreSQL
+            return self._read_postgres(after, limit)
         return self.recorder.select_notifications(start=after, limit=limit, inclusive_of_start=False)
+
+    def _read_postgres(self, after: int, limit: int) -> Sequence[Any]:
+        """The same rows select_notifications gives, as tuples, the ids as text (no UUID objects)."""
+        from psycopg.rows import tuple_row
+        from psycopg.sql import SQL, Identifier
+
+        if self._pg_select is None:
+            self._pg_select = SQL(
+                "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}.{1}"
+                " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+            ).format(Identifier(self.recorder.datastore.schema), Identifier(self.recorder.events_table_name))
+        with self.recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self._pg_select, (after, limit), prepare=True)
+            rows = curs.fetchall()
+        new = tuple.__new__
+        return [new(Row, (n, o, v, t, s if isinstance(s, bytes) else bytes(s))) for n, o, v, t, s in rows]
 
     def _read_sqlite(self, after: int, limit: int) -> Sequence[Any]:
         """The same rows select_notifications gives, without building a UUID per row."""

@@ -18,6 +18,7 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from adapters import chain
+from adapters.recorders import StoreNotEmpty
 from domain.errors import DomainError
 from projections.records import UndecodableEvent, topic_parts
 
@@ -29,22 +30,43 @@ class ImportRefused(DomainError):
 
 
 def export_lines(recorder: Any, after: int = 0, until: int | None = None) -> Iterator[bytes]:
-    """The events after position `after` (up to `until`), one JSON document a line, in position order."""
+    """The events after position `after` (up to `until`), one JSON document a line (newline included),
+    in position order.
+    (A hash whose event is gone has nothing to move: `log verify` reports it.)"""
     log_id = recorder.log_id()
-    for position, stream, version, topic, state, stored in recorder.chained_rows(after + 1, until):
-        if stream is None:
-            continue  # a hash whose event is gone: `log verify` reports it; there is nothing to move
+    streams: dict[Any, str] = {}  # stream id -> its text: a stream has many events
+    types: dict[str, str] = {}  # topic -> type
+    for position, stream, version, topic, state, stored in recorder.hashed_events(after + 1, until):
         try:
             text = state if isinstance(state, str) else bytes(state).decode()
-        except UnicodeDecodeError as error:
-            raise UndecodableEvent(f"the event at position {position}", error) from None
-        where = {"position": position, "stream": dashed(chain.stream_hex(stream)), "stream_version": version}
-        stored_as = {"hash": stored, "log_id": log_id, "topic": topic, "state": text}
-        try:
-            shown = readable(topic, text)
+            data = orjson.loads(text)
+            stamp = data.pop("timestamp")["_data_"]
         except (ValueError, KeyError, TypeError) as error:
             raise UndecodableEvent(f"the event at position {position}", error) from None
-        yield orjson.dumps({**where, **shown, **stored_as})
+        if (shown := streams.get(stream)) is None:
+            shown = streams[stream] = dashed(chain.stream_hex(stream))
+        if (kind := types.get(topic)) is None:
+            kind = types[topic] = topic_parts(topic)[1]
+        data.pop("originator_topic", None)
+        if "config_id" in data:
+            data["config_id"] = data["config_id"]["_data_"]
+        meta = data.pop("meta", None) or {}
+        yield orjson.dumps(
+            {
+                "position": position,
+                "stream": shown,
+                "stream_version": version,
+                "type": kind,
+                "timestamp": stamp,
+                "data": data,
+                "meta": meta,
+                "hash": stored,
+                "log_id": log_id,
+                "topic": topic,
+                "state": text,
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
 
 
 def dashed(hex_id: str) -> str:
@@ -66,7 +88,7 @@ def readable(topic: str, text: str) -> dict[str, Any]:
 
 @dataclass
 class Checked:
-    """What a whole file holds, once every line was checked."""
+    """What the lines read so far hold, each one checked."""
 
     events: int = 0
     head: int = 0
@@ -74,9 +96,38 @@ class Checked:
     log_id: str | None = None
 
 
-def check(lines: Iterable[str]) -> Checked:
-    """Read every line as import will, refusing at the first that does not hold (nothing is written yet)."""
+def load(
+    recorder: Any, lines: Iterable[str], progress: Callable[[int], None] = lambda _: None, batch: int = BATCH
+) -> Checked:
+    """Check and insert every line in one pass and ONE transaction: the first line that does not hold
+    (or an empty file, or a store that is not empty) raises ImportRefused and nothing is written.
+    The recorder chains the events as it inserts them; the log keeps the id it was exported with."""
     found = Checked()
+
+    def batches() -> Iterator[list[StoredEvent]]:
+        pending: list[StoredEvent] = []
+        for event in checked(lines, found):
+            pending.append(StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"]))
+            if len(pending) == batch:
+                yield pending
+                progress(len(pending))
+                pending = []
+        if pending:
+            yield pending
+            progress(len(pending))
+        if not found.events:
+            raise ImportRefused("the file holds no event: nothing to import")
+
+    try:
+        recorder.import_events(batches(), lambda: found.log_id)
+    except StoreNotEmpty as error:
+        raise ImportRefused(f"{error}: import into an empty one") from None
+    return found
+
+
+def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
+    """The lines' events, each checked against the one before it (`found` says how far it got);
+    refuses at the first that does not hold. `state` comes out as the stored bytes."""
     chained = False
     for number, event in enumerate(parse(lines), start=1):
         where = f"line {number} (position {event['position']})"
@@ -89,7 +140,8 @@ def check(lines: Iterable[str]) -> Checked:
         for field, value in expected.items():
             if event.get(field) != value:
                 raise ImportRefused(f"{where}: {field} differs from what the stored record says")
-        computed = chain.link(found.head_hash, event["stream"], event["stream_version"], topic, text.encode())
+        event["state"] = text.encode()
+        computed = chain.link(found.head_hash, event["stream"], event["stream_version"], topic, event["state"])
         if event["hash"] is None and chained:
             raise ImportRefused(f"{where}: an event without a hash after the chain began")
         if event["hash"] is not None and event["hash"] != computed:
@@ -97,7 +149,7 @@ def check(lines: Iterable[str]) -> Checked:
         chained = chained or event["hash"] is not None
         found.events += 1
         found.head, found.head_hash, found.log_id = event["position"], computed, event.get("log_id")
-    return found
+        yield event
 
 
 def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
@@ -113,22 +165,3 @@ def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as error:
             raise ImportRefused(f"line {number}: not an exported event ({error})") from None
         yield event
-
-
-def write(recorder: Any, lines: Iterable[str], progress: Callable[[int], None] = lambda _: None) -> int:
-    """Insert the (checked) events in batches; the recorder chains them as it inserts."""
-    batch: list[StoredEvent] = []
-    count = 0
-    for event in parse(lines):
-        stored = StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"].encode())
-        batch.append(stored)
-        if len(batch) == BATCH:
-            recorder.insert_events(batch)
-            count += len(batch)
-            progress(len(batch))
-            batch = []
-    if batch:
-        recorder.insert_events(batch)
-        count += len(batch)
-        progress(len(batch))
-    return count

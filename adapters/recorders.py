@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -32,6 +32,17 @@ LOG_TABLE = "rollouts_log"
 _BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
 PARALLEL_FROM = 100_000
+
+
+HashedRow = tuple[int, Any, int, str, bytes, str | None]  # position, stream, version, topic, state, hash
+
+
+class StoreNotEmpty(Exception):
+    """An import's target already holds events (nothing was written)."""
+
+    def __init__(self, head: int) -> None:
+        super().__init__(f"the store is not empty (its log ends at position {head})")
+        self.head = head
 
 
 class Row(NamedTuple):
@@ -84,20 +95,37 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         rows = zip(ids, chain.hashes_after(previous, records), strict=True)
         c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", list(rows))
 
+    def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
+        """Insert every batch, chained, and then adopt `log_id()`, in ONE transaction on an empty store:
+        an exception from `batches` (a line that does not hold) leaves the store as it was."""
+        count = 0
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(f"SELECT max(rowid) FROM {self.events_table_name}")
+            if head := c.fetchone()[0]:
+                raise StoreNotEmpty(head)
+            for batch in batches:
+                self._insert_events(c, batch)
+                count += len(batch)
+            if adopted := log_id():
+                c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (adopted,))
+        return count
+
     def log_id(self) -> str | None:
         return _first(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
 
-    def adopt_log_id(self, log_id: str) -> None:
-        """An imported log keeps the id it was created with."""
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (log_id,))
-
-    def chained_rows(
-        self, lo: int = 0, hi: int | None = None
-    ) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+    def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
         """Every event (positions lo..hi) in position order with its stored hash (None when it has none),
         and each hash whose event is gone as a row with no stream: two ordered scans of one snapshot, merged."""
         return sqlite_walk(str(self.datastore.pool.db_name), self.events_table_name, lo, hi)
+
+    def hashed_events(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
+        """Every event (positions lo..hi) in position order with its stored hash (None when it has none)."""
+        table, top = self.events_table_name, 2**63 - 1 if hi is None else hi
+        conn = sqlite3.connect(f"file:{self.datastore.pool.db_name}?mode=ro", uri=True)
+        try:  # (opening the log made the chain table, so it is there)
+            yield from conn.execute(_SQLITE_HASHED.format(table, CHAIN_TABLE), (lo, top))
+        finally:
+            conn.close()
 
     def parts(self, count: int, smallest: int = PARALLEL_FROM) -> list[Part] | None:
         """The log cut into `count` consecutive parts that can be walked apart (each from the hash stored
@@ -210,16 +238,26 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
         curs.executemany(SQL("INSERT INTO {0} (position, hash) VALUES (%s, %s)").format(self._chain_table), rows)
 
+    def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
+        """As on SQLite: one transaction, under the library's table lock from the first batch on."""
+        count = 0
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            self._lock_table(curs)
+            curs.execute(SQL("SELECT max(notification_id) AS head FROM {0}").format(self._events))
+            if head := curs.fetchone()["head"]:
+                raise StoreNotEmpty(head)
+            for batch in batches:
+                self._insert_stored_events(curs, batch)
+                self._fetch_ids_after_insert_events(curs, batch)
+                count += len(batch)
+            if adopted := log_id():
+                curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (adopted,))
+        return count
+
     def log_id(self) -> str | None:
         return _first(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
 
-    def adopt_log_id(self, log_id: str) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (log_id,))
-
-    def chained_rows(
-        self, lo: int = 0, hi: int | None = None
-    ) -> Iterator[tuple[int, Any, int, str, bytes, str | None]]:
+    def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
         """As on SQLite: events and hashes in position order, one snapshot, streamed by a server-side cursor."""
         top = 2**63 - 1 if hi is None else hi
         events = SQL(
@@ -239,6 +277,23 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 e_cur.execute(events, (lo, top))
                 h_cur.execute(hashes, (lo, top))
                 yield from merge(e_cur, h_cur)
+
+    def hashed_events(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
+        """As on SQLite, streamed by a server-side cursor."""
+        top = 2**63 - 1 if hi is None else hi
+        sql = SQL(
+            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
+            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.notification_id BETWEEN %s AND %s ORDER BY e.notification_id"
+        ).format(self._events, self._chain_table)
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(force_rollback=True),
+            conn.cursor(name="rollouts_export", row_factory=tuple_row) as cur,
+        ):
+            cur.itersize = _BATCH
+            cur.execute(sql, (lo, top))
+            yield from cur
 
     def parts(self, count: int, smallest: int = 0) -> None:
         """Walked in one piece: the server streams it (see ChainedSQLiteRecorder.parts)."""
@@ -264,8 +319,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         return (rows[0]["notification_id"], rows[0]["hash"]) if rows else None
 
     def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
+        """One statement on an autocommit connection: one round trip, not three (BEGIN and ROLLBACK)."""
         try:
-            with self.datastore.transaction(commit=False) as curs:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
                 curs.execute(sql, params)
                 return list(curs.fetchall())
         except Exception as error:  # noqa: BLE001 - the library wraps the driver's errors
@@ -289,6 +345,12 @@ def verify_part(part: Part, keep: int | None) -> chain.Verdict:
     """In a worker process: the chain over one part of the log."""
     walk = sqlite_walk(part.db, part.table, part.lo, part.hi)
     return chain.verify(walk, keep, part.start, chained=part.start != chain.ZERO)
+
+
+_SQLITE_HASHED = (
+    "SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
+    " FROM {0} e LEFT JOIN {1} h ON h.position = e.rowid WHERE e.rowid BETWEEN ? AND ? ORDER BY e.rowid"
+)
 
 
 def sqlite_walk(db: str, table: str, lo: int, hi: int | None) -> Iterator[tuple[Any, ...]]:

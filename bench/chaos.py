@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""A seeded, bounded chaos run of Rollouts with real processes on one temporary home (SQLite).
+"""A seeded, bounded chaos run of Rollouts with real processes on one temporary home (SQLite or PostgreSQL).
 
     python bench/chaos.py --seed 1 --configs 3 --rollouts 20 --controllers 2 --minutes 1
+    python bench/chaos.py --seed 2 --store postgresql://postgres@127.0.0.1:5432/test   (the log in a fresh schema)
 
 What runs, all as real processes against one home:
 
@@ -73,6 +74,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
@@ -81,6 +83,9 @@ from pathlib import Path
 from typing import Any
 
 from adapters.runtime.procs import is_alive, signal_group
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chaos_notify  # noqa: E402 - bench/chaos_notify.py: the notification sink of the run
 
 REPO = Path(__file__).resolve().parents[1]
 ROLLOUTS = [sys.executable, "-m", "adapters.cli"]
@@ -232,6 +237,13 @@ class Chaos:
             folder.mkdir(parents=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
         env["ROLLOUTS_HOME"] = str(self.home)
+        env.update(chaos_notify.ENV)
+        self.sink = chaos_notify.start()
+        self.sink_restored_at: int | None = None  # requests the sink had when the old log came back
+        self.schema: str | None = None  # with --store: the run's own PostgreSQL schema, dropped at the end
+        if args.store:
+            self.schema = f"chaos_{args.seed}_{uuid.uuid4().hex[:8]}"
+            env["ROLLOUTS_STORE"] = f"{args.store}{'&' if '?' in args.store else '?'}schema={self.schema}"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.env = env
         self.lock = threading.Lock()
@@ -407,6 +419,10 @@ class Chaos:
                     signal_group(row["pgid"], signal.SIGKILL)
         with self.lock, contextlib.suppress(Exception):
             self.journal.close()
+        with contextlib.suppress(Exception):
+            self.sink.__exit__()
+        if self.schema and not self.keep:
+            drop_schema(self.args.store, self.schema)
 
     def record(self, op: Op) -> None:
         """Append the op to ops.jsonl (the evidence kept when a run fails)."""
@@ -421,6 +437,9 @@ class Chaos:
 
     def setup(self) -> None:
         rng = self.rng
+        rc, _, err = self.cli(chaos_notify.add_argv(self.sink), actor="chaos-notify")
+        if rc != 0:
+            raise RuntimeError(f"notify add failed: {rc} {err.strip()}")
         create_ops = []
         for i in range(self.args.configs):
             name = f"chaos-{i}"
@@ -594,6 +613,7 @@ class Chaos:
             contextlib.closing(sqlite3.connect(self.home / "events.db")) as target,
         ):
             source.backup(target)
+        self.sink_restored_at = chaos_notify.received_count(self.sink)
         self.counts["log_restores"] += 1
         for args in (["rollout", "latest", self.configs[0].name], ["controller", "run", "--once", "-q"]):
             rc, _, err = self.cli(args, actor="chaos-after-restore")
@@ -770,7 +790,11 @@ class Chaos:
                 if again[key] != live[key]:
                     equal = False
                     verdict.add("views", f"{key} differs after `projections rebuild {' '.join(flags)}`")
-        return {"audit_ok": audit_ok, "views_equal_rebuild": equal}
+        log_id = self.json_of(["log", "verify"])["log_id"]
+        sent = chaos_notify.check(self.sink, live["events"], log_id, self.sink_restored_at)
+        for change in sent.pop("lost_examples"):
+            verdict.add("notifications_lost", change)
+        return {"audit_ok": audit_ok, "views_equal_rebuild": equal, **sent}
 
     def check_ground_truth(
         self, verdict: Verdict, deployers: list[dict[str, Any]], events: list[Any], history: dict[str, list[Any]]
@@ -932,7 +956,9 @@ class Chaos:
             "controller_crashes": verdict.count("controller_crashes"),
             "stale_refusals": verdict.count("stale_refusals"),
             "cli_errors": verdict.count("cli_errors"),
+            **{k: v for k, v in extra.items() if k.startswith("notifications")},
             "configs": self.args.configs,
+            "store": "postgresql" if self.args.store else "sqlite",
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
             "controller_kills": self.counts["controller_kills"],
             "shim_kills": self.counts["shim_kills"],
@@ -940,6 +966,8 @@ class Chaos:
             "seconds": round(elapsed, 1),
         }
         failed = any(result[k] for k in VIOLATION_COUNTS) or not all(result[k] for k in VIOLATION_FLAGS)
+        # A notification may come twice only when a controller died sending it (same key and body).
+        failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
         exits = Counter(f"{op.kind}:{op.rc}" for op in self.ops if op.kind in WRITES)
         print(json.dumps({"exit_codes": dict(sorted(exits.items()))}), file=sys.stderr)
         if verdict.details:
@@ -959,6 +987,9 @@ VIOLATION_COUNTS = (
     "unlogged_runs",
     "orphans",
     "cli_errors",
+    "notifications_lost",
+    "notifications_misordered",
+    "notifications_bad_keys",
 )
 VIOLATION_FLAGS = ("audit_ok", "views_equal_rebuild", "settled")
 
@@ -976,6 +1007,13 @@ def collect_names(value: Any, into: set[str]) -> None:
             collect_names(item, into)
 
 
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with contextlib.suppress(Exception), psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=1)
@@ -990,8 +1028,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the first restore puts back an old copy of the log too (then rebinds)",
     )
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help="a PostgreSQL server (postgresql://USER@HOST:PORT/DB): the log goes to a schema of its own there",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="narrate chaos on stderr")
     args = p.parse_args(argv)
+    if args.store and args.restore_log:
+        p.error("--restore-log puts back a copy of a SQLite log: it does not combine with --store")
+    if args.store and not args.store.startswith(("postgresql://", "postgres://")):
+        p.error("--store takes a postgresql:// URL")
     if min(args.configs, args.rollouts, args.controllers, args.workers) < 1 or args.minutes <= 0:
         p.error("--configs, --rollouts, --controllers, --workers and --minutes must be positive")
     return args

@@ -38,9 +38,24 @@ def require_config(db: sqlite_utils.Database, name: str) -> None:
         raise NotFound(f"config {name!r} not found")
 
 
+def require_revision(db: sqlite_utils.Database, name: str, version: int) -> None:
+    """NotFound unless config `name` has a deployment `version` in the log (as `rollout history` says)."""
+    require_config(db, name)
+    sql = "SELECT 1 FROM streams WHERE kind = 'deployment' AND config = ? AND version = ?"
+    if not db.execute(sql, (name, version)).fetchone():
+        raise NotFound(f"config {name!r} has no revision {version}")
+
+
+def has_type(db: sqlite_utils.Database, type_: str) -> bool:
+    """Whether any event of the view has type `type_` (one index probe)."""
+    return db.execute("SELECT 1 FROM events WHERE type = ? LIMIT 1", (type_,)).fetchone() is not None
+
+
 def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
     """The events `only` lets through, in log order, with `data` decoded and who ran the command (`os_user`)."""
-    if only.config is not None:
+    if only.config is not None and only.version is not None:
+        require_revision(db, only.config, only.version)
+    elif only.config is not None:
         require_config(db, only.config)
     clauses, args = [], []
     for column, value in (

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
 from projections import files
 from projections.audit_sql import Unreadable
 from projections.files import Tracked
+from projections.log_file import LogFile
 from projections.projection import Fold, Projection
-from projections.records import Notification, Record, decode, decode_stamped, topic_parts
+from projections.records import decode, decode_stamped, record, record_stamped, topic_parts
 from projections.source import EventSource, LocalLog, SQLiteLog
 from projections.writer import Writer
 
 FLUSH = 100_000  # positions between two writes of the rows the folds changed
+PARALLEL_FROM = 50_000  # events: below, a process's start costs about what it saves
 REBUILD_BATCH = 2_000  # events read at a time: few enough that a batch's records stay in the CPU's caches
 Progress = Callable[[int, int], None]
 
@@ -37,12 +40,47 @@ def build(
 ) -> int:
     """Fold `source` up to at least `head`, reading `batch` events at a time, into new files at `paths`.
 
-    Returns the position reached. On any error the files are removed."""
+    Returns the position reached. On any error the files are removed. From a local SQLite log of
+    PARALLEL_FROM events or more, every projection but the last is folded by another process (see
+    build_worker), which reads the log itself, while this one folds the last (the audit view, which
+    SQLite builds in a thread of its own, see audit_sql): the Python folds and SQLite's share no GIL."""
     log = source.sqlite_log() if isinstance(source, LocalLog) else None
     try:
+        if log is not None and len(projections) > 1 and head >= PARALLEL_FROM:
+            return _parallel(source, projections, paths, head, log_id, batch, progress, log)
         return _build(source, projections, paths, head, log_id, batch, progress, log)
     except Unreadable:
         return _build(source, projections, paths, head, log_id, batch, progress, None)
+
+
+def _parallel(
+    source: EventSource,
+    projections: Sequence[Projection],
+    paths: dict[str, Path],
+    head: int,
+    log_id: str,
+    batch: int,
+    progress: Progress | None,
+    log: SQLiteLog,
+) -> int:
+    from projections import build_worker  # large rebuilds only
+
+    *others, last = projections
+    worker = build_worker.start({p.name: paths[p.name] for p in others}, log, head, log_id, batch)
+    try:
+        at = _build(source, [last], {last.name: paths[last.name]}, head, log_id, batch, progress, log)
+        worker.result()  # the same position: both read the log by range to `head`
+    except BaseException:
+        worker.stop()
+        for path in paths.values():
+            _remove(path)
+        raise
+    return at
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _build(
@@ -57,6 +95,7 @@ def _build(
 ) -> int:
     dbs: dict[str, sqlite_utils.Database] = {}
     folds: list[Fold] = []
+    reader = LogFile(log) if log is not None else None
     try:
         for p in projections:
             dbs[p.name] = db = files.create_unjournaled(paths[p.name])
@@ -68,7 +107,7 @@ def _build(
                 folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, log))
             for db in dbs.values():
                 db.execute("BEGIN")
-            at = fold_all(source, folds, head, batch, progress)
+            at = fold_all(reader or source, folds, head, batch, progress)
         for p in projections:
             files.track(dbs[p.name], p.name, Tracked(p.version, at, log_id))
             dbs[p.name].execute("COMMIT")
@@ -77,42 +116,59 @@ def _build(
         for p in projections:
             files.seal(dbs.pop(p.name), paths[p.name])
     except BaseException:
+        if reader is not None:
+            reader.close()
         for fold in folds:
             fold.close()
         for db in dbs.values():
             db.close()
         for path in paths.values():
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            _remove(path)
         raise
+    if reader is not None:
+        reader.close()
     return at
 
 
-class Wanted(dict[str, Callable[[Notification], Record] | None]):
-    """How the events of a topic are decoded for the folds: not at all when none looks at them,
-    without their data when none reads it, else in full."""
+class Wanted(dict[str, Any]):
+    """How the events of a topic are decoded for the folds: not at all (None) when none looks at
+    them, without their data (`stamped`) when none reads it, else in `full`."""
 
-    def __init__(self, folds: Sequence[Fold]) -> None:
+    def __init__(self, folds: Sequence[Fold], full: Any = decode, stamped: Any = decode_stamped) -> None:
         super().__init__()
         self.folds = folds
+        self.full = full
+        self.stamped = stamped
+        self.skipped: list[str] = []  # the topics seen that no fold wants
 
-    def __missing__(self, topic: str) -> Callable[[Notification], Record] | None:
+    def __missing__(self, topic: str) -> Any:
         kind, type_ = topic_parts(topic)
         wanting = [f for f in self.folds if f.wants(kind, type_)]
-        how = (decode if any(f.needs_data(kind, type_) for f in wanting) else decode_stamped) if wanting else None
+        how = (self.full if any(f.needs_data(kind, type_) for f in wanting) else self.stamped) if wanting else None
         self[topic] = how
+        if how is None:
+            self.skipped.append(topic)
         return how
 
 
-def fold_all(source: EventSource, folds: Sequence[Fold], head: int, batch: int, progress: Progress | None) -> int:
-    wanted = Wanted(folds)
+def fold_all(
+    source: EventSource | LogFile, folds: Sequence[Fold], head: int, batch: int, progress: Progress | None
+) -> int:
+    """Offer every event to `folds`, `batch` at a time: all of the log to `head` (and a little past,
+    from an EventSource; exactly to it from a LogFile)."""
     at = flushed = 0
+    wanted = Wanted(folds, record, record_stamped) if isinstance(source, LogFile) else Wanted(folds)
     while at < head:
-        notifications = source.read(at, batch)
-        if not notifications:
-            break
-        records = [how(n) for n in notifications if (how := wanted[n.topic])]
-        at = notifications[-1].id
+        if isinstance(source, LogFile):
+            upto = min(at + batch, head)
+            records = source.records(at, upto, wanted, wanted.skipped)
+            at = upto
+        else:
+            notifications = source.read(at, batch)
+            if not notifications:
+                break
+            records = [how(n) for n in notifications if (how := wanted[n.topic])]
+            at = notifications[-1].id
         for fold in folds:
             fold.apply(records)
             fold.reached(at)

@@ -6,23 +6,24 @@ from typing import Any
 
 import click
 
+from adapters.cli import completion
 from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.params import iso_utc, valid_name
 from adapters.cli.state import State, pass_reader
-from adapters.cli.types import REVISION
+from adapters.cli.types import POSITION, REVISION, Whole
 
 EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
 
 
 @click.command()
-@click.argument("name", required=False, callback=valid_name)
+@click.argument("name", required=False, callback=valid_name, shell_complete=completion.configs)
 @click.option("--revision", type=REVISION, help="Only events about this version (needs NAME).")
 @click.option("--type", "type_", help="Only events of this type, e.g. DeployerClaimed.")
 @click.option("--since", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset).")
 @click.option("--actor", help="Only events caused by this actor.")
-@click.option("--after", type=click.IntRange(min=0), help="Only events after this position (paging).")
-@click.option("--until", type=click.IntRange(min=0), help="Only events up to this position.")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many events (the first ones).")
+@click.option("--after", type=POSITION, help="Only events after this position (paging).")
+@click.option("--until", type=POSITION, help="Only events up to this position.")
+@click.option("--limit", type=Whole(1), help="At most this many events (the first ones).")
 @output_option
 @pass_reader
 def events(
@@ -64,12 +65,23 @@ def events(
     only = audit_queries.EventFilter(
         config=name, version=revision, type=type_, actor=actor, since=since, after=after, until=until, limit=limit
     )
+    if type_ is not None:
+        _known_type(store.db("audit"), type_)
     rows = documents.events(store.db("audit"), only)
     show(rows, EVENT_COLUMNS, output, "No events.")
 
 
+def _known_type(db: Any, type_: str) -> None:
+    """`--type` names an event type the domain records, or one the log holds (a usage error otherwise)."""
+    from adapters.documents import type_problem
+
+    problem = type_problem(db, type_)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--type")
+
+
 @click.command()
-@click.argument("name", required=False, callback=valid_name)
+@click.argument("name", required=False, callback=valid_name, shell_complete=completion.configs)
 @output_option
 @pass_reader
 def audit(state: State, name: str | None, output: str) -> None:

@@ -10,7 +10,7 @@ import click
 from adapters.cli.as_of import as_of_option, history_at
 from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.params import name_argument
-from adapters.cli.spec_options import changed_spec, spec_options, warn_secret_env
+from adapters.cli.spec_options import changed_spec, refuse_removals, spec_options, warn_secret_env
 from adapters.cli.state import State, pass_reader, pass_state
 from domain.errors import NotFound
 
@@ -41,6 +41,7 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
       rollouts config create api --trigger config-change -- python deploy.py
       rollouts config create db --pass-env DB_TOKEN -- ./migrate.sh   # value read at launch
     """
+    refuse_removals(options)
     spec = changed_spec({}, command, options)
     revision = state.app.create_config(name, spec, state.meta())
     warn_secret_env(options["env"])  # once recorded: a refused command prints its error line only

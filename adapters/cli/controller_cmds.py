@@ -42,6 +42,9 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     deployments, creates deployers for committed claims, turns what the
     runtime reports into events and stops deployers that must not run.
     Running deployers outlive the controller; the next one picks them up.
+    Without --once it also sends notifications to the sinks of `rollouts
+    notify add`, in threads of its own; --until-idle waits for them too,
+    unless a sink is failing.
 
     \b
     Example:
@@ -71,6 +74,13 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     runtime = LocalRuntime(
         state.home.path, heartbeat_max_age=lease_seconds() / 2 if state.store else None, cache_kib=SQLITE_CACHE_KIB
     )
+    notifier = None
+    if not once:
+        from adapters.eventstore import open_app
+        from adapters.notify.notifier import Notifier
+
+        claimant = claimant_id(state.home)
+        notifier = Notifier(lambda: open_app(state.home, state.store), state.meta, log, claimant, caller_app=app)
     try:
         ctl = Controller(
             app,
@@ -81,6 +91,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
             os.getcwd(),
             log,
             check_log=lambda: state.check_log(app.recorder),
+            notifier=notifier,
         )
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
     except PassCutShort as cut:

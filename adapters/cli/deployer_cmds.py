@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from adapters.cli.output import output_option, show
+from adapters.cli import completion
+from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.params import name_argument
 from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION
@@ -44,6 +45,9 @@ def deployers() -> None:
 def list_(state: State, include_pruned: bool, output: str) -> None:
     """List deployers: state created, running, exited, stopped, deleted or lost.
 
+    With --all, a PRUNED column says which rows are tombstones the history
+    limit pruned (their logs are gone; their names are never used again).
+
     \b
     Example:
       rollouts deployers list
@@ -57,11 +61,11 @@ def list_(state: State, include_pruned: bool, output: str) -> None:
         rt.close()
     for row in rows:
         row["version"] = row.pop("revision")
-    show(rows, COLUMNS, output, "No deployers.")
+    show(rows, [*COLUMNS, "pruned"] if include_pruned else COLUMNS, output, "No deployers.")
 
 
 @deployers.command()
-@click.argument("deployer")
+@click.argument("deployer", shell_complete=completion.deployers)
 @pass_state
 def delete(state: State, deployer: str) -> None:
     """Stop DEPLOYER's processes and keep its tombstone; the controller records it Lost.
@@ -89,16 +93,27 @@ def delete(state: State, deployer: str) -> None:
 @name_argument
 @click.option("--revision", type=REVISION, help="Default: the latest version.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing output until the deployment ends.")
+@output_option
 @pass_reader
-def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
+def logs(state: State, name: str, revision: int | None, follow: bool, output: str) -> None:
     """Print the output of NAME's deployers and hooks for one version, in order.
+
+    With -f, a `warning:` on stderr when for a lease (ROLLOUTS_LEASE_SECONDS,
+    default 30) no event of the deployment came and no controller renewed
+    its lease: nothing is moving it. -o json prints one document: the
+    version, its phase and each deployer with its state and output (bytes
+    that are not UTF-8 become U+FFFD).
 
     \b
     Example:
       rollouts logs web
       rollouts logs web --revision 2 -f
+      rollouts logs web -o json | jq -r '.deployers[].output'
     """
     from projections.history_queries import deployments
+
+    if follow and output == "json":
+        raise click.UsageError("-f prints output as it comes and -o json one document at the end: choose one")
 
     def history(revision: int | None) -> list[dict[str, Any]]:
         return deployments(state.read("history").db("history"), name, revision)
@@ -109,18 +124,58 @@ def logs(state: State, name: str, revision: int | None, follow: bool) -> None:
     version = rows[-1]["version"]
     rt = runtime(state)
     try:
-        names = [r.name for r in rt.list(include_pruned=True) if r.config == name and r.revision == version]
-        offsets = dict.fromkeys(names, 0)
-        while True:
-            for deployer in names:
-                offsets[deployer] = _print_from(rt.log_path(deployer), offsets[deployer])
-            if not follow or history(version)[0]["phase"] in phases.TERMINAL:
-                break
-            time.sleep(0.2)
-            names = [r.name for r in rt.list(include_pruned=True) if r.config == name and r.revision == version]
-            offsets = {n: offsets.get(n, 0) for n in names}
+        if output == "json":
+            _logs_document(rt, name, history(version)[0])
+        else:
+            _print_logs(state, rt, name, version, lambda: history(version)[0] if follow else None)
     finally:
         rt.close()
+
+
+def _deployers_of(rt: Any, name: str, version: int) -> list[Any]:
+    return [r for r in rt.list(include_pruned=True) if r.config == name and r.revision == version]
+
+
+def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
+    deployers = [
+        {
+            "name": r.name,
+            "attempt": r.attempt,
+            "state": r.state,
+            "exit_code": r.exit_code,
+            "pruned": r.pruned,
+            "output": _read(rt.log_path(r.name)).decode(errors="replace"),
+        }
+        for r in _deployers_of(rt, name, row["version"])
+    ]
+    emit_json({"config": name, "version": row["version"], "phase": row["phase"], "deployers": deployers})
+
+
+def _print_logs(state: State, rt: Any, name: str, version: int, follow: Any) -> None:
+    """Print each deployer's output; with `follow` (the deployment's row, re-read), until it ends."""
+    from adapters.cli.stillness import Stillness
+    from adapters.leases import freshest_age, lease_seconds
+
+    still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder.datastore))
+    offsets: dict[str, int] = {}
+    while True:
+        row = follow()  # before printing: once it says the deployment ended, its output is whole
+        for deployer in [r.name for r in _deployers_of(rt, name, version)]:
+            offsets[deployer] = _print_from(rt.log_path(deployer), offsets.get(deployer, 0))
+        if row is None or row["phase"] in phases.TERMINAL:
+            return
+        said = still.check(row)
+        if said:
+            click.echo(f"warning: {name} version {version}: {said}", err=True)
+        time.sleep(0.2)
+
+
+def _read(path: Any) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
 
 
 def _print_from(path, offset: int) -> int:  # type: ignore[no-untyped-def]

@@ -68,6 +68,22 @@ def message_for(error: BaseException) -> str:
     return text
 
 
+def no_colour() -> bool:
+    """NO_COLOR (https://no-color.org): set and not empty, no ANSI colour or style anywhere."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def _help_for_bare(ctx: click.Context) -> int:
+    """A group named without a subcommand prints its whole help, not a squashed error line:
+    `rollouts` alone asked for nothing wrong (stdout, exit 0); `rollouts config` lacks its verb
+    (stderr, exit 2: a usage error, click's convention)."""
+    if ctx.parent is None:
+        click.echo(ctx.get_help(), color=ctx.color)
+        return 0
+    click.echo(ctx.get_help(), err=True, color=ctx.color)
+    return USAGE
+
+
 def crash_report(error: BaseException) -> Path:
     """Write `error`'s traceback to a private file in the home's runtime/ (else a temporary file); its path."""
     text = "".join(traceback.format_exception(error))
@@ -102,10 +118,13 @@ def internal_error(error: BaseException) -> str:
 
 def run(cli: click.Group, argv: list[str] | None) -> int:
     crash_home.set(None)
+    colour = {"color": False} if no_colour() else {}
     try:
-        result = cli.main(args=argv, prog_name="rollouts", standalone_mode=False)
+        result = cli.main(args=argv, prog_name="rollouts", standalone_mode=False, **colour)
     except click.exceptions.Exit as done:
         return done.exit_code
+    except click.exceptions.NoArgsIsHelpError as bare:
+        return _help_for_bare(bare.ctx)
     except click.UsageError as error:
         hint = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
         click.echo(f"error: {' '.join(error.format_message().split())}{hint}", err=True)

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import click
 
+from adapters.cli import completion
+
 _HEAD = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
 
 
@@ -22,7 +24,7 @@ def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
         raise click.BadParameter(str(error)) from None
 
 
-name_argument = click.argument("name", callback=valid_name)
+name_argument = click.argument("name", callback=valid_name, shell_complete=completion.configs)
 
 
 def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from adapters.cli import completion
 from adapters.cli.output import emit_json, output_option, show, table
 from adapters.cli.state import State, pass_reader, pass_state
 
@@ -42,7 +43,7 @@ def status(state: State, output: str) -> None:
 
 
 @projections.command()
-@click.argument("names", nargs=-1)
+@click.argument("names", nargs=-1, shell_complete=completion.views)
 @click.option("--shadow", is_flag=True, help="Build into a new file while the live one serves; swap at the end.")
 @pass_state
 def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
@@ -86,7 +87,7 @@ def view_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 @projections.command()
-@click.argument("names", nargs=-1, required=True, callback=view_names)
+@click.argument("names", nargs=-1, required=True, callback=view_names, shell_complete=completion.views)
 @output_option
 @pass_reader
 def diff(state: State, names: tuple[str, ...], output: str) -> None:

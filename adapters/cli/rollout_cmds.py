@@ -194,17 +194,22 @@ def _revision_detail(row: dict[str, Any]) -> None:
 @click.option("--watch", "-w", is_flag=True, help="Wait until the latest deployment is Complete or Failed.")
 @click.option("--timeout", type=Seconds(), help="With --watch: give up after SECONDS (exit 1).")
 @as_of_option
+@output_option
 @pass_reader
-def status(state: State, name: str, watch: bool, timeout: float | None, as_of: int | str | None) -> None:
+def status(state: State, name: str, watch: bool, timeout: float | None, as_of: int | str | None, output: str) -> None:
     """Print the phase of NAME's latest deployment.
 
     Exit 0 when Complete (or still open without --watch), 1 when Failed or
-    when --timeout passes, 4 when there is no deployment yet.
+    when --timeout passes, 4 when there is no deployment yet. With -o json
+    it prints one document, the latest deployment as `rollout history -o
+    json` shows it (without its spec) and its config; with --watch, once,
+    at the end.
 
     \b
     Example:
       rollouts rollout status web
       rollouts rollout status web --watch --timeout 300 && echo deployed
+      rollouts rollout status web -o json | jq -r .phase
       rollouts rollout status web --as-of 1200
     """
     if watch and as_of is not None:
@@ -217,15 +222,23 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
             raise NotFound(f"config {name!r} has no deployment yet")
         latest_row = rows[-1]
         line = _status_line(name, latest_row)
-        if line != said:
+        if line != said and output == "table":
             click.echo(line)
-            said = line
-        if latest_row["phase"] in phases.TERMINAL or not watch:
+        said = line
+        ended = latest_row["phase"] in phases.TERMINAL or not watch
+        timed_out = not ended and deadline is not None and time.monotonic() >= deadline
+        if output == "json" and (ended or timed_out):
+            emit_json(_status_document(name, latest_row))
+        if ended:
             raise click.exceptions.Exit(1 if latest_row["phase"] == phases.FAILED else 0)
-        if deadline is not None and time.monotonic() >= deadline:
+        if timed_out:
             click.echo(f"error: timed out waiting for {name} version {latest_row['version']}", err=True)
             raise click.exceptions.Exit(1)
         time.sleep(0.1)
+
+
+def _status_document(name: str, row: dict[str, Any]) -> dict[str, Any]:
+    return {"config": name, **{k: v for k, v in row.items() if k not in ("stream", "config", "step", "spec")}}
 
 
 def _status_line(name: str, row: dict[str, Any]) -> str:

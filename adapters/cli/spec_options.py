@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
+from adapters.cli.types import HISTORY_LIMIT, TIMEOUT
+
 F = TypeVar("F", bound=Callable[..., Any])
 POLICY = click.Choice(["abort", "retry", "ignore"])
 
@@ -24,8 +26,8 @@ def spec_options(f: F) -> F:
             metavar="NAME",
             help="Pass NAME from the controller's environment at launch, never stored (repeatable); NAME- stops.",
         ),
-        click.option("--timeout", type=int, help="Seconds an attempt may take, hooks included (1-86400)."),
-        click.option("--history-limit", type=int, help="Keep logs of the last N versions (at least 1)."),
+        click.option("--timeout", type=TIMEOUT, metavar="SECONDS", help="Seconds an attempt may take, hooks included."),
+        click.option("--history-limit", type=HISTORY_LIMIT, help="Keep deployers and logs of the last N versions."),
         click.option(
             "--trigger",
             type=click.Choice(["manual", "config-change"]),
@@ -63,6 +65,18 @@ def merged_pass_env(names: list[str], changes: tuple[str, ...]) -> list[str]:
         else:
             result.add(change)
     return sorted(result)
+
+
+def refuse_removals(options: dict[str, Any]) -> None:
+    """`config create` has nothing to remove: `--env K-` or `--pass-env NAME-` there is a mistake."""
+    for flag, key, what in (("--env", "env", "K=V"), ("--pass-env", "pass_env", "NAME")):
+        for change in options[key]:
+            if "=" not in change and change.endswith("-") and len(change) > 1:
+                raise click.BadParameter(
+                    f"{change!r} removes {change[:-1]}, but a new config has nothing to remove"
+                    f" (give {what}, or use `config set`)",
+                    param_hint=flag,
+                )
 
 
 def warn_secret_env(changes: tuple[str, ...]) -> None:

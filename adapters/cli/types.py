@@ -6,8 +6,33 @@ import math
 
 import click
 
-# Versions are SQLite integers: anything larger cannot exist.
-REVISION = click.IntRange(min=1, max=2**62)
+SQLITE_MAX = 2**62  # versions and positions are SQLite integers: anything larger cannot exist
+
+
+class Whole(click.IntRange):
+    """A whole number in a range that help and errors state in words ("1 to 1000", "0 or more")."""
+
+    name = "N"
+
+    def __init__(self, minimum: int, maximum: int = SQLITE_MAX) -> None:
+        super().__init__(min=minimum, max=maximum)
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        number: int = click.INT.convert(value, param, ctx)
+        if self.max == SQLITE_MAX and number > SQLITE_MAX:
+            self.fail(f"{number} is too large to exist", param, ctx)
+        if not self.min <= number <= self.max:  # type: ignore[operator]
+            self.fail(f"{number} is out of range ({self._describe_range()})", param, ctx)
+        return number
+
+    def _describe_range(self) -> str:  # the help shows it; click's own reads [1<=x<=1000]
+        return f"{self.min} or more" if self.max == SQLITE_MAX else f"{self.min} to {self.max}"
+
+
+REVISION = Whole(1)
+POSITION = Whole(0)
+TIMEOUT = Whole(1, 86400)  # as the spec allows: a day
+HISTORY_LIMIT = Whole(1, 1000)
 MAX_SECONDS = 10**7  # about 115 days: longer is a typo, not a plan
 
 

@@ -30,6 +30,16 @@ class Executor:
         self.actor = actor
         self.cwd = cwd
         self.ended: set[str] = set()
+        self._log_id: tuple[str | None] | None = None  # the log's id, read once a pass
+
+    def begin_pass(self) -> None:
+        """Forget what was read of the log in the last pass (its id: a rebind may change it)."""
+        self._log_id = None
+
+    def log_id(self) -> str | None:
+        if self._log_id is None:
+            self._log_id = (self.app.recorder.log_id(),)
+        return self._log_id[0]
 
     def meta(self, notification_id: int | None = None) -> dict[str, Any]:
         return new_meta(self.actor, notification_id=notification_id, claimant=self.claimant)
@@ -172,7 +182,7 @@ class Executor:
         enough: an older copy of the same log, or another log, reuses them."""
         recorder = self.app.recorder
         position, digest = recorder.claim_of(deployment.id) or (0, None)
-        return claim_text(recorder.log_id(), position, digest)
+        return claim_text(self.log_id(), position, digest)
 
     def _foreign(self, deployment: Deployment, name: str, row: Observed | None) -> str | None:
         """Why the runtime row holding `name` is not this deployment's deployer, or None if it is."""

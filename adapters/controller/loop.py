@@ -67,8 +67,10 @@ class Controller:
         cwd: str,
         log: Log | None = None,
         check_log: Callable[[], None] | None = None,
+        notifier: Any = None,
     ) -> None:
         self.app = app
+        self.notifier = notifier  # adapters.notify.notifier.Notifier: sends in threads of its own, never in a pass
         self.check_log = check_log or (lambda: None)  # raises when the log is no longer the home's
         self.projections = projections
         self.runtime = runtime
@@ -85,6 +87,7 @@ class Controller:
 
     def reconcile(self) -> tuple[int, int]:
         """One pass; returns (open deployments seen, actions taken)."""
+        self.executor.begin_pass()
         self.check_log()
         self._renew_lease()
         self.projections.catch_up([BY_NAME["desired"]])
@@ -92,9 +95,14 @@ class Controller:
         if time.monotonic() - self._observed_at >= self.observe_every:
             self.runtime.observe()
             self._observed_at = time.monotonic()
-        observed = {r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"]}
+        # Only our own steps: plan leaves the others' deployments to them (or ends them as Lost).
+        observed = {
+            r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"] and r["claimant"] == self.claimant
+        }
         by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
-        expired = frozenset(self.leases.expired() - {self.claimant})
+        # Leases matter only for deployments other claimants hold: none open, no query (a round trip on PostgreSQL).
+        others = {r["claimant"] for r in rows if r["claimant"] and r["claimant"] != self.claimant}
+        expired = frozenset(self.leases.expired() & others) if others else frozenset()
         actions = plan(rows, observed, self.claimant, datetime.now(UTC), expired)
         planned = batches(actions)
         claims = [b for b in planned if b[0].kind == Kind.CLAIM]
@@ -161,12 +169,16 @@ class Controller:
                 return 0
             if not once:
                 self._warm_up()
+                if self.notifier is not None:
+                    self.notifier.start()
             watch = Watch(self.app, self.runtime, interval)
             try:
                 return self._loop(once, until_idle, interval, deadline, watch)
             finally:
                 watch.close()
         finally:
+            if self.notifier is not None:
+                self.notifier.stop()
             if self.twins is not None:
                 self.twins.close()
                 self.twins = None
@@ -189,7 +201,7 @@ class Controller:
                 open_count, acted = 1, 0
             if once or self.stopping.is_set():
                 return 0
-            if until_idle and open_count == 0 and acted == 0:
+            if until_idle and open_count == 0 and acted == 0 and not self._notifying():
                 return 0
             if deadline is not None and time.monotonic() >= deadline:
                 return 1 if until_idle else 0
@@ -199,6 +211,10 @@ class Controller:
                 # A new event or a deployer's news ends the wait early; changes that keep bringing
                 # nothing to do (another controller's work) are heeded less and less often, up to the interval.
                 woke = watch.wait(self.stopping, interval, settle=min(interval, watch.every * (2**idle - 1)))
+
+    def _notifying(self) -> bool:
+        """Whether a notification may still wait to be sent (a failing sink does not keep us)."""
+        return self.notifier is not None and self.notifier.busy()
 
     def _single_pass(self) -> tuple[int, int]:
         """`--once`: a full or failing disk is the command's error (exit 5), unless the pass had

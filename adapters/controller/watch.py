@@ -51,6 +51,16 @@ class Watch:
 
     def mark(self) -> None:
         """Forget what changed before now (a pass is about to read the state)."""
+        if self._listener is not None:
+            # Notifications sent before now, the controller's own appends of its last pass among
+            # them: the pass sees what they announce. Left queued, each woke the next wait for a pass
+            # with nothing to do, and such passes make the loop heed changes later and later
+            # (up to --interval), the next trigger's included.
+            try:
+                self._listener.changed()
+            except Exception:  # noqa: BLE001 - a lost connection: the wait polls at the interval, as before
+                self._listener.close()
+                self._listener = None
         with contextlib.suppress(sqlite3.Error, OSError):
             if self._files is not None:
                 self._files.changed()

@@ -156,6 +156,10 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
         raise BadRequest("version needs a config")
     if after is not None and until is not None and until < after:
         raise BadRequest("until is before after")
+    type_ = params.get("type")
+    problem = None if type_ is None else documents.type_problem(store.db("audit"), type_)
+    if problem is not None:
+        raise BadRequest(f"type: {problem}")
     head = store.source.head()
     for key, position in (("after", after), ("until", until)):
         if position is not None and position > head:
@@ -167,7 +171,7 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
     return EventFilter(
         config=config,
         version=version,
-        type=params.get("type"),
+        type=type_,
         actor=params.get("actor"),
         since=since,
         after=after,

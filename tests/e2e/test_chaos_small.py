@@ -33,6 +33,9 @@ CLEAN = (
     "unlogged_runs",
     "orphans",
     "cli_errors",
+    "notifications_lost",
+    "notifications_misordered",
+    "notifications_bad_keys",
 )
 TRUE = ("audit_ok", "views_equal_rebuild", "settled")
 
@@ -70,6 +73,7 @@ def test_small_chaos_run_keeps_every_invariant() -> None:
         assert result[key] == 0, why
     for key in TRUE:
         assert result[key] is True, why
+    assert result["notifications_duplicated"] <= result["controller_kills"], why  # only a send a kill cut short
     assert result["seed"] == int(chosen["seed"]), why
     assert result["rollouts"] > 0, why
     assert result["kills"] > 0 and result["log_restores"] > 0 and result["rebuilds"] > 0, why

@@ -129,3 +129,26 @@ def test_a_controller_on_postgres_wakes_on_a_new_event_before_its_interval(rollo
     finally:
         controller.terminate()
         controller.wait(timeout=30)
+
+
+def test_on_postgres_a_notification_before_the_mark_is_forgotten(postgres_url: str, tmp_path: Path) -> None:
+    """The controller's own appends notify its listener too: once a pass has begun (mark), they must not
+    end the next wait, or each rollout leaves a pass with nothing to do, and the loop then heeds changes
+    later and later (the next trigger's included)."""
+    home = Home(tmp_path / "home").ensure()
+    app = open_app(home, postgres_url)
+    runtime = LocalRuntime(home.path)
+    watch = Watch(app, runtime, interval=10.0)
+    try:
+        assert watch._listener is not None
+        app.create_config("web", Spec(command=["true"]), new_meta("test"))  # NOTIFY, before the mark
+        time.sleep(0.2)
+        watch.mark()
+        took, early = waited(watch, 0.3)
+        assert took >= 0.3 and not early
+        took, early = waited(watch, 5.0, lambda: app.latest("web", None, False, new_meta("test")))
+        assert early and took < 2.0  # a notification after the mark still ends the wait
+    finally:
+        watch.close()
+        runtime.close()
+        app.close()

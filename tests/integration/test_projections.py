@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+import projections.build as build_module
+import projections.build_worker as worker_module
 import projections.store as store_module
 from adapters.application import RolloutsApp, new_meta
 from adapters.controller import commands
@@ -402,6 +404,13 @@ class Loud(RecorderSource):
         time.sleep(0.002)  # leaves the parent time to kill us in the middle
         return super().read(after, limit)
 
+import projections.log_file as L  # a rebuild reads a local SQLite log itself
+def loud(self, after, *rest, inner=L.LogFile.records):
+    print("read", after, flush=True)
+    time.sleep(0.002)
+    return inner(self, after, *rest)
+L.LogFile.records = loud
+
 applied = {p.name: [] for p in S.ALL}
 for p in S.ALL:
     def apply(db, records, p=p, inner=type(p).apply):
@@ -562,6 +571,42 @@ def test_a_rebuild_from_zero_in_place_equals_the_live_tables(random_home: tuple[
     assert_same(dump(store), live)
     assert positions(store) == {p.name: log.head() for p in ALL}
     assert warnings == []
+    close_store(store)
+
+
+def test_a_rebuild_with_a_worker_process_equals_the_live_tables(
+    random_home: tuple[Log, Dump], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large log's Python folds are run by another process (build_worker); here every log is large."""
+    log, live = random_home
+    monkeypatch.setattr(build_module, "PARALLEL_FROM", 0)
+    store = log.store()
+    store.rebuild()
+    assert_same(dump(store), live)
+    assert positions(store) == {p.name: log.head() for p in ALL}
+    close_store(store)
+
+
+def test_a_worker_that_fails_fails_the_rebuild_and_leaves_the_live_files(
+    random_home: tuple[Log, Dump], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, live = random_home
+    monkeypatch.setattr(build_module, "PARALLEL_FROM", 0)
+    start = worker_module.start
+    monkeypatch.setattr(
+        worker_module, "start", lambda paths, log, *rest: start(paths, log._replace(table="gone"), *rest)
+    )
+    store = log.store()
+
+    def db_files() -> list[str]:
+        return sorted(p.name for p in store.folder.glob("*.db"))
+
+    before = db_files()
+    with pytest.raises(worker_module.WorkerFailed, match="no such table"):
+        store.rebuild()
+    assert db_files() == before
+    store.catch_up()
+    assert_same(dump(store), live)
     close_store(store)
 
 

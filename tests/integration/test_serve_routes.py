@@ -128,6 +128,7 @@ def test_a_missing_config_is_404_with_the_clis_message(server: Server, home: Rol
         "/api/events?since=yesterday",
         "/api/events?config=web&config=bad",
         "/api/events?nope=1",
+        "/api/events?type=NoSuchEvent",
         "/api/configs?x=1",
         "/api/configs/web/history?revision=x",
     ],

@@ -1,0 +1,98 @@
+"""Shell completion of config, deployer and view names (`_ROLLOUTS_COMPLETE`, click's protocol).
+
+Completion runs on every Tab: it reads the home's files read-only, as they are (a view may lag
+the log a little), never creates a home or a file, never takes a lock for long, and on any
+problem offers nothing rather than print an error into the user's prompt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+from click.shell_completion import CompletionItem
+
+_WAIT_S = 0.2  # a Tab must not hang behind a writer
+REGISTERED = "domain.config:DeploymentConfig.Registered"  # the topic of a config's first event
+
+
+def configs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Config names from the home's history view, and on the home's own SQLite log those
+    registered since the view last caught up (a cheap range read of the log's newest rows)."""
+    home, names, position = _home(ctx), set[str](), 0
+    with _quietly():
+        names, position = _configs_in_view(home / "projections")
+    if not ctx.find_root().params.get("store"):
+        with _quietly():
+            names |= _configs_logged_after(home / "events.db", position)
+    return [CompletionItem(name) for name in sorted(names) if name.startswith(incomplete)]
+
+
+def _configs_in_view(folder: Path) -> tuple[set[str], int]:
+    if not (folder / "catalog.db").is_file():
+        return set(), 0
+    with _read_only(folder / "catalog.db") as db:
+        found = db.execute("SELECT file FROM current WHERE name = 'history'").fetchone()
+    if found is None:
+        return set(), 0
+    with _read_only(folder / found[0]) as db:
+        names = {row[0] for row in db.execute("SELECT name FROM configs")}
+        position = db.execute("SELECT position FROM tracking WHERE name = 'history'").fetchone()
+    return names, int(position[0]) if position else 0
+
+
+def _configs_logged_after(log: Path, position: int) -> set[str]:
+    if not log.is_file():
+        return set()
+    with _read_only(log) as db:
+        sql = "SELECT state FROM stored_events WHERE rowid > ? AND topic = ?"
+        states = db.execute(sql, (position, REGISTERED)).fetchall()
+    return {json.loads(state).get("name") for (state,) in states} - {None}
+
+
+def deployers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Deployer names from the home's runtime table, tombstones pruned by the history limit left out."""
+    runtime = _home(ctx) / "runtime" / "runtime.db"
+    with _quietly():
+        if runtime.is_file():
+            with _read_only(runtime) as db:
+                sql = "SELECT name FROM deployers WHERE pruned = 0 AND name >= ? ORDER BY name"
+                return _items(db, sql, incomplete)
+    return []
+
+
+def views(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The names of the read models this program keeps."""
+    from projections.registry import BY_NAME
+
+    return [CompletionItem(name) for name in BY_NAME if name.startswith(incomplete)]
+
+
+def _home(ctx: click.Context) -> Path:
+    """The --home the command line (or ROLLOUTS_HOME) names, as the root group would take it."""
+    return Path(ctx.find_root().params.get("home") or ".rollouts")
+
+
+def _items(db: sqlite3.Connection, sql: str, incomplete: str) -> list[CompletionItem]:
+    names = (row[0] for row in db.execute(sql, (incomplete,)))
+    return [CompletionItem(n) for n in names if isinstance(n, str) and n.startswith(incomplete)]
+
+
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=_WAIT_S)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+@contextlib.contextmanager
+def _quietly() -> Iterator[None]:
+    """Whatever goes wrong (no home, a broken or locked file), completion offers nothing."""
+    with contextlib.suppress(Exception):  # noqa: BLE001 - a Tab never prints an error
+        yield

@@ -1,0 +1,68 @@
+"""Sink leases beside the log: which controller delivers to a sink now (one at a time per sink).
+
+Times come from the database's clock, as for claimant leases (adapters/leases.py). A lease lasts
+more than twice the HTTP timeout, and is renewed before a send when less than a timeout is left, so a
+holder's send ends before anyone else may take the sink over.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from adapters.leases import POSTGRES_NOW, SQLITE_NOW
+
+DEFAULT_S = 30.0
+
+
+def lease_seconds(timeout: float) -> float:
+    wanted = float(os.environ.get("ROLLOUTS_NOTIFY_LEASE_SECONDS", DEFAULT_S))
+    return max(wanted, 2 * timeout + 3)  # a send (timeout + 1) always fits in what is left after a renewal
+
+
+class SinkLeases:
+    def __init__(self, datastore: Any, holder: str, seconds: float) -> None:
+        self.datastore = datastore
+        self.holder = holder
+        self.seconds = seconds
+        schema = getattr(datastore, "schema", None)
+        postgres = schema is not None
+        self.table = f'"{schema}".rollouts_sink_leases' if postgres else "rollouts_sink_leases"
+        self.now = POSTGRES_NOW if postgres else SQLITE_NOW
+        self.mark = "%s" if postgres else "?"
+        self.held: dict[str, float] = {}  # sink -> monotonic time our lease surely lasts until
+        self._execute(
+            f"CREATE TABLE IF NOT EXISTS {self.table} "
+            "(sink TEXT PRIMARY KEY, holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)"
+        )
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = (), fetch: bool = False) -> list[Any]:
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall()) if fetch else []
+
+    def hold(self, sink: str, needed: float) -> bool:
+        """Whether we hold `sink`'s lease for at least `needed` more seconds (taking or renewing it)."""
+        if self.held.get(sink, 0.0) - time.monotonic() >= needed:
+            return True
+        started = time.monotonic()
+        m = self.mark
+        self._execute(
+            f"INSERT INTO {self.table} AS lease (sink, holder, expires) VALUES ({m}, {m}, {self.now} + {m}) "
+            f"ON CONFLICT (sink) DO UPDATE SET holder = excluded.holder, expires = excluded.expires "
+            f"WHERE lease.holder = excluded.holder OR lease.expires < {self.now}",
+            (sink, self.holder, self.seconds),
+        )
+        rows = self._execute(f"SELECT holder FROM {self.table} WHERE sink = {m}", (sink,), fetch=True)
+        holder = rows[0][0] if rows and not isinstance(rows[0], dict) else (rows[0]["holder"] if rows else None)
+        if holder != self.holder:
+            self.held.pop(sink, None)
+            return False
+        self.held[sink] = started + self.seconds - 1.0  # a second of margin for clocks and commit time
+        return self.held[sink] - time.monotonic() >= needed
+
+    def release(self, sink: str) -> None:
+        self.held.pop(sink, None)
+        m = self.mark
+        self._execute(f"DELETE FROM {self.table} WHERE sink = {m} AND holder = {m}", (sink, self.holder))

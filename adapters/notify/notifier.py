@@ -1,0 +1,86 @@
+"""The controller's notifier: a thread that finds the sinks in the log and runs one worker per sink,
+apart from the reconcile loop, so a slow sink never holds up a pass."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from adapters.notify import sinks
+from adapters.notify.durability import relax
+from adapters.notify.http import timeout_seconds
+from adapters.notify.lease import SinkLeases, lease_seconds
+from adapters.notify.worker import Worker
+from domain.notification import Change
+
+FIND_EVERY_S = 0.5
+
+
+class Notifier:
+    def __init__(
+        self,
+        open_app: Callable[[], Any],
+        meta: Callable[[], dict[str, Any]],
+        log: Callable[[str], None],
+        holder: str,
+        delivered: Callable[[Change], None] | None = None,
+        caller_app: Any = None,
+    ) -> None:
+        self.open_app, self.meta, self.log, self.on_delivered = open_app, meta, log, delivered
+        self.caller_app = caller_app  # the controller's own app: busy() may read with it, in its thread
+        self.holder = f"{holder}:{uuid.uuid4().hex[:12]}"  # each controller process holds leases of its own
+        self.stopping = threading.Event()
+        self.ready = threading.Event()  # the sinks were looked for once
+        self.workers: dict[str, Worker] = {}
+        self.thread = threading.Thread(target=self._run, name="notifier", daemon=True)
+        self.app: Any = None
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def busy(self) -> bool:
+        """Whether a change may still wait to be sent by this controller (for --until-idle)."""
+        if not self.thread.is_alive():
+            return False
+        if not self.ready.is_set():  # still opening its store: only sinks that exist can keep us
+            index = sinks.index_of(self.caller_app) if self.caller_app is not None else None
+            return self.caller_app is None or bool(index and index.names)
+        return any(w.busy() for w in list(self.workers.values()))
+
+    def stop(self, wait: float = 2.0) -> None:
+        """Stop sending; a send in flight may be cut off (the next controller sends it again, same key)."""
+        self.stopping.set()
+        self.thread.join(wait)
+        for worker in list(self.workers.values()):
+            worker.join(wait)
+            if not worker.is_alive():
+                worker.release()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                if self.app is None:
+                    self.app = self.open_app()
+                    relax(self.app)
+                    timeout = timeout_seconds()
+                    self.leases = SinkLeases(self.app.recorder.datastore, self.holder, lease_seconds(timeout))
+                self._find()
+                self.ready.set()
+            except Exception as error:  # noqa: BLE001 - the store may come back; notifying waits for it
+                self.log(f"notify: {type(error).__name__}: {error}; retrying")
+            self.stopping.wait(FIND_EVERY_S)
+        for worker in list(self.workers.values()):
+            worker.join()
+        if self.app is not None:
+            self.app.close()
+
+    def _find(self) -> None:
+        """Start a worker for each sink that has none (a removed sink's worker ends by itself)."""
+        for sink in sinks.all_sinks(self.app):
+            worker = self.workers.get(sink.name)
+            if worker is None or not worker.is_alive():
+                worker = Worker(self.app, sink.name, self.leases, self.meta, self.stopping, self.log, self.on_delivered)
+                self.workers[sink.name] = worker
+                worker.start()

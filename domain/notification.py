@@ -1,0 +1,68 @@
+"""Notifications: which deployment changes a sink hears of (KINDS), and the document it is sent."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from domain import phases
+from domain.errors import UsageError
+
+KINDS = ("triggered", "running", "complete", "failed")
+DEFAULT_ON = ("complete", "failed")
+_STARTS = frozenset({"Created", "RetryRequested"})  # a new deployment, or a new attempt of one
+
+
+class UnknownKind(UsageError):
+    """`--on` names a kind that is not one of KINDS (the CLI exits 2)."""
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """`--on`: comma-separated KINDS, kept in KINDS order, each once."""
+    given = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in given if k not in KINDS]
+    if unknown or not given:
+        raise UnknownKind(f"--on: unknown kind {(unknown or [text])[0]!r}; kinds are {', '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in given)
+
+
+def kind_of(before: str | None, type_: str, after: str) -> str | None:
+    """The kind of change a deployment event made (phase `before` -> `after`), or None when it is not one."""
+    if type_ in _STARTS:
+        return "triggered"
+    if after == before:
+        return None
+    if after == phases.RUNNING:
+        return "running"
+    if after == phases.COMPLETE:
+        return "complete"
+    if after == phases.FAILED:
+        return "failed"
+    return None
+
+
+def reason_of(type_: str, data: dict[str, Any], after: str) -> str | None:
+    """Why a deployment is in `after` (as `rollout history` says it): only a failure has a reason."""
+    if after != phases.FAILED:
+        return None
+    return "cancelled" if type_ in ("Cancelled", "CancelRequested") else data.get("reason")
+
+
+class Change(NamedTuple):
+    """One deployment change: what a sink that listens for its kind is sent (`document`)."""
+
+    position: int
+    kind: str
+    config: str
+    version: int
+    attempt: int
+    phase: str
+    reason: str | None
+    actor: str | None
+    timestamp: str
+
+    def document(self) -> dict[str, Any]:
+        return self._asdict()
+
+    def key(self, log_id: str, sink: str) -> str:
+        """The Idempotency-Key: the same for every send of this change to this sink, whoever sends it."""
+        return f"{log_id}:{self.position}:{sink}"

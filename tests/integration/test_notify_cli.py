@@ -1,0 +1,49 @@
+"""`rollouts notify` without a controller: bad input refused with one line and nothing appended,
+sinks listed and removed, and a name used again."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tests.conftest import Rollouts
+
+
+def test_bad_input_is_one_error_line_and_appends_nothing(rollouts: Rollouts) -> None:
+    r = rollouts
+    assert r.run("notify", "add", "ops", "--url", "http://127.0.0.1:9/x").exit_code == 0
+    before = r.event_count()
+    cases = [
+        (("notify", "add", "ops", "--url", "http://127.0.0.1:9/y"), 1, "already exists"),
+        (("notify", "add", "x", "--url", "ftp://h/"), 2, "not an http"),
+        (("notify", "add", "x", "--url", "http://h/", "--on", "done"), 2, "unknown kind 'done'"),
+        (("notify", "add", "Bad_Name", "--url", "http://h/"), 2, "DNS-1123"),
+        (("notify", "remove", "nope"), 4, "sink 'nope' not found"),
+    ]
+    for argv, code, text in cases:
+        result = r.run(*argv)
+        assert (result.exit_code, result.stdout) == (code, ""), (argv, result)
+        assert result.stderr.startswith("error: ") and text in result.stderr and result.stderr.count("\n") == 1
+    assert r.event_count() == before
+    assert r.run("notify", "remove", "ops").exit_code == 0
+    assert json.loads(r.run("notify", "list", "-o", "json").stdout) == []
+    assert r.run("notify", "add", "ops", "--url", "http://127.0.0.1:9/z").exit_code == 0  # a name can be used again
+
+
+def test_a_sink_lease_has_one_holder_until_it_expires_or_is_released(tmp_path: Path) -> None:
+    from adapters.eventstore import open_app
+    from adapters.home import Home
+    from adapters.notify.lease import SinkLeases
+
+    app = open_app(Home(tmp_path / "home"), None)
+    try:
+        first = SinkLeases(app.recorder.datastore, "one", seconds=1.5)
+        second = SinkLeases(app.recorder.datastore, "two", seconds=1.5)
+        assert first.hold("ops", 0.2) and not second.hold("ops", 0.2) and second.hold("other", 0.2)
+        time.sleep(1.6)  # `one` died without renewing: its lease runs out
+        assert second.hold("ops", 0.2) and not first.hold("ops", 0.0)
+        second.release("ops")
+        assert first.hold("ops", 0.2)
+    finally:
+        app.close()
