@@ -7,6 +7,7 @@ import sys
 import click
 
 from adapters.cli.state import State, healing, pass_reader
+from adapters.cli.types import Whole
 
 
 @click.command()
@@ -18,7 +19,7 @@ from adapters.cli.state import State, healing, pass_reader
 )
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=Whole(0, 65535),
     default=8080,
     show_default=True,
     help="Port to listen on; 0 picks a free one (the URL is printed on stdout).",
