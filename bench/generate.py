@@ -165,8 +165,10 @@ def generate(home: Home, events: int, configs: int, per_save: int, seed: int) ->
 
 
 def cached_log(events: int, configs: int, fresh: bool) -> Home:
-    """The home holding a generated log of about `events` events, reused across runs."""
-    home = Home(Path(tempfile.gettempdir()) / f"rollouts-bench-rebuild-{GENERATOR}-{events}")
+    """The home holding a generated log of about `events` events over `configs` configs, reused across runs."""
+    # The usual 300 configs keep the folder name earlier runs cached; other counts get their own.
+    suffix = "" if configs == 300 else f"-{configs}c"
+    home = Home(Path(tempfile.gettempdir()) / f"rollouts-bench-rebuild-{GENERATOR}-{events}{suffix}")
     done = home.path / "complete"
     if fresh or not done.exists():
         shutil.rmtree(home.path, ignore_errors=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlite_utils
@@ -21,6 +22,10 @@ SCHEMA = (
        phase TEXT, reason TEXT, attempt INTEGER, cause TEXT, message TEXT, actor TEXT, step TEXT,
        created_at TEXT, started_at TEXT, finished_at TEXT, spec TEXT, needs_approval INTEGER, approved_by TEXT)""",
     "CREATE UNIQUE INDEX IF NOT EXISTS deployments_config ON deployments (config, version)",
+    # /metrics counts deployments by phase from this index alone (the rows carry their spec).
+    "CREATE INDEX IF NOT EXISTS deployments_phase ON deployments (config, phase)",
+    """CREATE TABLE IF NOT EXISTS endings (key TEXT PRIMARY KEY, config TEXT, outcome TEXT, le REAL,
+       count INTEGER, seconds REAL)""",
     """CREATE TABLE IF NOT EXISTS steps (name TEXT PRIMARY KEY, config TEXT, version INTEGER,
        attempt INTEGER, kind TEXT, try INTEGER, state TEXT, exit_code INTEGER, reason TEXT,
        created_at TEXT, started_at TEXT, finished_at TEXT)""",
@@ -60,8 +65,12 @@ COLUMNS = {
         "started_at",
         "finished_at",
     ),
+    "endings": ("key", "config", "outcome", "le", "count", "seconds"),
 }
-KEYS = {"configs": "stream", "deployments": "stream", "steps": "name"}
+KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings": "key"}
+# The upper bounds (seconds) of the buckets `endings` counts each end of a deployment in: the seconds
+# from its creation to that end (a retried deployment ends more than once). None: above them all.
+DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 STEP_STATE = {
     "DeployerCreated": "created",
     "HookCreated": "created",
@@ -96,8 +105,8 @@ _NO_DATA = frozenset(
 
 class History(Projection):
     name = "history"
-    version = 2  # 2: approvals and freezes
-    tables = ("configs", "deployments", "steps", "freezes")
+    version = 2  # 2: approvals and freezes; endings, and the deployments_phase index
+    tables = ("configs", "deployments", "steps", "endings", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
         for statement in SCHEMA:
@@ -110,7 +119,9 @@ class History(Projection):
 
 class HistoryFold(Fold):
     def __init__(self, conn: Sink) -> None:
-        self.configs, self.deployments, self.steps = (Table(conn, t, COLUMNS[t], KEYS[t]) for t in COLUMNS)
+        self.configs, self.deployments, self.steps, self.endings = (
+            Table(conn, t, COLUMNS[t], KEYS[t]) for t in COLUMNS
+        )
         self.freezes = freezes.FreezeTable(conn)
 
     def wants(self, kind: str, type_: str) -> bool:
@@ -133,7 +144,7 @@ class HistoryFold(Fold):
                 self.freezes.apply(r)
 
     def flush(self) -> None:
-        for table in (self.configs, self.deployments, self.steps):
+        for table in (self.configs, self.deployments, self.steps, self.endings):
             table.flush()
         self.freezes.flush()
 
@@ -205,9 +216,29 @@ class HistoryFold(Fold):
             row["started_at"] = r.timestamp
         if after in phases.TERMINAL and before not in phases.TERMINAL:
             row["finished_at"] = r.timestamp
+            self._ended(row, after, r.timestamp)
             if after == phases.FAILED:
                 row["reason"] = "cancelled" if type_ in ("Cancelled", "CancelRequested") else data.get("reason")
         deployments.changed[r.stream] = row
+
+    def _ended(self, deployment: dict[str, Any], phase: str, at: str) -> None:
+        """Count this end of `deployment` by config, outcome and duration bucket."""
+        seconds = max(
+            0.0, (datetime.fromisoformat(at) - datetime.fromisoformat(deployment["created_at"])).total_seconds()
+        )
+        le = next((bound for bound in DURATION_BUCKETS if seconds <= bound), None)
+        outcome = "complete" if phase == phases.COMPLETE else "failed"
+        key = f"{deployment['config']} {outcome} {le}"
+        row = self.endings.get(key) or {
+            "key": key,
+            "config": deployment["config"],
+            "outcome": outcome,
+            "le": le,
+            "count": 0,
+            "seconds": 0.0,
+        }
+        row.update(count=row["count"] + 1, seconds=row["seconds"] + seconds)
+        self.endings.put(row)
 
     def _step(self, deployment: dict[str, Any], r: Record, type_: str, data: dict[str, Any]) -> None:
         """Follow the deployer and hook runs of the current attempt."""

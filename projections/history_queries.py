@@ -10,6 +10,7 @@ import sqlite_utils
 
 from domain.errors import NotFound
 from projections import freezes
+from projections.history import DURATION_BUCKETS
 
 Row = dict[str, Any]
 
@@ -73,3 +74,40 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
     """The phase of `name`'s latest deployment (None when it has none, or there is no such config)."""
     row = db.execute(_LATEST_PHASE, (name,)).fetchone()
     return row[0] if row else None
+
+
+# -- what /metrics reports (adapters/web/metrics.py) -----------------------------------------------
+
+_PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments GROUP BY config, phase"
+_ENDINGS = "SELECT config, outcome, sum(count) FROM endings GROUP BY config, outcome"
+_DURATIONS = "SELECT le, sum(count), sum(seconds) FROM endings GROUP BY le"
+
+
+def phase_counts(db: sqlite_utils.Database) -> list[tuple[str, str, int]]:
+    """(config, phase, how many of its deployments are in it), for every phase some deployment is in."""
+    return [(c, p, int(n)) for c, p, n in db.execute(_PHASE_COUNTS)]
+
+
+def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
+    """(config, times its deployments ended Complete, ended Failed) for each config that has had one
+    end: they only grow as the log does (a retry starts again after a Failed end, which stays counted)."""
+    counts: dict[str, dict[str, int]] = {}
+    for config, outcome, n in db.execute(_ENDINGS):
+        counts.setdefault(config, {})[outcome] = int(n)
+    return [(c, ends.get("complete", 0), ends.get("failed", 0)) for c, ends in sorted(counts.items())]
+
+
+def duration_buckets(db: sqlite_utils.Database) -> tuple[list[tuple[float, int]], int, float]:
+    """The seconds from creation to each end of a deployment, as a histogram: (bound, ends at most
+    that long) for each of DURATION_BUCKETS (cumulative), how many ends, and their seconds summed."""
+    per_bucket: dict[float | None, int] = {}
+    total, seconds = 0, 0.0
+    for le, n, spent in db.execute(_DURATIONS):
+        per_bucket[le] = int(n)
+        total += int(n)
+        seconds += float(spent or 0.0)
+    cumulative, running = [], 0
+    for bound in DURATION_BUCKETS:
+        running += per_bucket.get(bound, 0)
+        cumulative.append((bound, running))
+    return cumulative, total, seconds

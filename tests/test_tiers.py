@@ -28,6 +28,7 @@ FAST = {
     "unit/test_stillness.py",
     "unit/test_spec.py",
     "unit/test_gate_rules.py",
+    "unit/test_timeline.py",
     "integration/test_audit_bad_history.py",
     "integration/test_gates_audit.py",
     "integration/test_gates_guard.py",
@@ -38,6 +39,7 @@ FAST = {
     "integration/test_events_paging.py",
     "integration/test_notify_cli.py",
     "integration/test_projections.py",
+    "integration/test_serve_routes.py",
     "property/test_model.py",
 }
 

@@ -26,6 +26,7 @@ COMMANDS = {
     "deployers": ("adapters.cli.deployer_cmds", "deployers", "List and delete deployer processes."),
     "logs": ("adapters.cli.deployer_cmds", "logs", "Print a deployment's deployer output."),
     "notify": ("adapters.cli.notify_cmds", "notify", "Send deployment changes to HTTP sinks, once each."),
+    "serve": ("adapters.cli.serve_cmds", "serve", "Serve a read-only page, JSON API and metrics."),
     "demo": ("adapters.cli.demo", "demo", "Run a narrated end-to-end rollout session."),
 }
 

@@ -50,6 +50,7 @@ def events(
       rollouts events --actor alice@laptop -o json
       rollouts events --after 1000 --limit 100 -o json
     """
+    from adapters import documents
     from projections import audit_queries
 
     if revision is not None and name is None:
@@ -66,19 +67,17 @@ def events(
     )
     if type_ is not None:
         _known_type(store.db("audit"), type_)
-    rows = audit_queries.events(store.db("audit"), only)
+    rows = documents.events(store.db("audit"), only)
     show(rows, EVENT_COLUMNS, output, "No events.")
 
 
 def _known_type(db: Any, type_: str) -> None:
     """`--type` names an event type the domain records, or one the log holds (a usage error otherwise)."""
-    from domain.event_types import event_types
-    from projections.audit_queries import has_type
+    from adapters.documents import type_problem
 
-    known = event_types()
-    if type_ not in known and not has_type(db, type_):
-        listed = ", ".join(sorted(known))
-        raise click.BadParameter(f"{type_!r} is not an event type (known: {listed})", param_hint="--type")
+    problem = type_problem(db, type_)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--type")
 
 
 @click.command()

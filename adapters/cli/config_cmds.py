@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from adapters.cli.as_of import as_of_option, history_at
-from adapters.cli.output import emit_json, output_option, shell_words, show
+from adapters.cli.output import emit_json, output_option, show
 from adapters.cli.params import name_argument
 from adapters.cli.rollout_cmds import freeze_text
 from adapters.cli.spec_options import changed_spec, refuse_removals, spec_options, warn_secret_env
@@ -142,7 +142,7 @@ def list_(state: State, output: str) -> None:
       rollouts config list
       rollouts config list -o json
     """
-    rows = config_rows(state)
-    for row in rows:
-        row["command"] = shell_words(row["spec"]["command"])
+    from adapters import documents
+
+    rows = documents.config_list(state.read("history").db("history"), datetime.now(UTC))
     show(rows, ["name", "latest_version", "latest_phase", "paused", "frozen", "command"], output, "No configs.")

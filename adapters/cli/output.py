@@ -24,7 +24,9 @@ def output_option(f: F) -> F:
 
 
 def emit_json(document: Any) -> None:
-    click.echo(json.dumps(document, indent=2, default=str))
+    from adapters.documents import json_text
+
+    click.echo(json_text(document))
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:

@@ -152,8 +152,12 @@ def history_rows(
     (NotFound: no such config or revision)."""
     from projections import history_queries
 
-    db = state.read("history").db("history") if as_of is None else history_at(state, name, as_of)
-    return history_queries.deployments(db, name, revision)
+    return history_queries.deployments(history_db(state, name, as_of), name, revision)
+
+
+def history_db(state: State, name: str, as_of: int | str | None = None) -> Any:
+    """The history view, caught up first, or as the log stood at `as_of`."""
+    return state.read("history").db("history") if as_of is None else history_at(state, name, as_of)
 
 
 @rollout.command()
@@ -172,10 +176,15 @@ def history(state: State, name: str, revision: int | None, as_of: int | str | No
       rollouts rollout history web -o json
       rollouts rollout history web --as-of 2026-11-30T09:00:00
     """
-    rows = history_rows(state, name, revision, as_of)
+    from adapters import documents
+    from projections import history_queries
+
+    db = history_db(state, name, as_of)
     if output == "json":
-        emit_json([{k: v for k, v in r.items() if k not in ("stream", "config", "step")} for r in rows])
-    elif revision is None:
+        emit_json(documents.history(db, name, revision))
+        return
+    rows = history_queries.deployments(db, name, revision)
+    if revision is None:
         table(rows, HISTORY_TABLE)
     else:
         _revision_detail(rows[0])

@@ -172,14 +172,19 @@ def pass_reader(f: Callable[..., Any]) -> Callable[..., Any]:
 
     def read_only(state: State, *args: Any, **kwargs: Any) -> Any:
         state.reading()
-        try:
-            return f(state, *args, **kwargs)
-        except sqlite3.DatabaseError as error:
-            # A view broken where its checks at open could not see (a page deep in the file): once.
-            from projections.health import is_broken
-
-            if not is_broken(error) or "projections" not in state.__dict__ or not state.projections.heal_broken():
-                raise
-            return f(state, *args, **kwargs)
+        return healing(state, f, *args, **kwargs)
 
     return pass_state(update_wrapper(read_only, f))
+
+
+def healing(state: State, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`f(state, ...)`; a view found broken by its queries is rebuilt and `f` asked again, once."""
+    try:
+        return f(state, *args, **kwargs)
+    except sqlite3.DatabaseError as error:
+        # A view broken where its checks at open could not see (a page deep in the file): once.
+        from projections.health import is_broken
+
+        if not is_broken(error) or "projections" not in state.__dict__ or not state.projections.heal_broken():
+            raise
+        return f(state, *args, **kwargs)

@@ -194,6 +194,7 @@ def test_every_read_command_takes_json(rollouts: Rollouts) -> None:
         ("config", "create"), ("config", "set"), ("home", "rebind"), ("log", "export"), ("log", "import"),
         ("projections", "rebuild"), ("controller", "run"), ("deployers", "delete"), ("demo",),
         ("freeze",), ("unfreeze",), ("notify", "add"), ("notify", "remove"),
+        ("serve",),  # serve: a server, its API is the -o json
         *(("rollout", verb) for verb in ("latest", "cancel", "retry", "undo", "pause", "resume", "approve")),
     }  # fmt: skip
     reads = [p for p in every_command() if p not in writes and p not in {(g,) for g in GROUPS}]

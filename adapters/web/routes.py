@@ -1,0 +1,205 @@
+"""What `rollouts serve` answers for each path: pages, the JSON API (the `-o json` documents) and metrics.
+
+Every path is matched exactly; anything else is 404. A config NAME is validated as the CLI does,
+so no path can name a file. Nothing here writes to the log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from adapters import documents
+from adapters.web import pages, timeline
+from domain.errors import NotFound
+from domain.names import validate_name
+from projections import attempt_queries, history_queries
+from projections.audit_queries import EventFilter
+
+HTML, JSON = "text/html; charset=utf-8", "application/json"
+PAGE_EVENTS = 100  # events on a config's page unless ?limit= says otherwise
+TIMELINE_ATTEMPTS = 60  # the latest attempts drawn on a config's page
+EVENT_PARAMS = ("config", "version", "type", "actor", "since", "after", "until", "limit")
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    content_type: str
+    body: bytes
+
+
+class BadRequest(Exception):
+    """A query parameter the API cannot take (answered 400)."""
+
+
+def answer(state: Any, metrics: Any, target: str) -> Response:
+    """The response to GET `target` (path and query), read from `state`'s views."""
+    url = urlsplit(target)
+    api = url.path.startswith("/api/")
+    try:
+        route, args = _match(url.path)
+        if route is None:
+            raise NotFound(f"no page at {url.path}")
+        return route(state, metrics, _params(url.query), *args)
+    except NotFound as missing:
+        return error(404, str(missing), api)
+    except BadRequest as bad:
+        return error(400, str(bad), api)
+
+
+def _match(path: str) -> tuple[Callable[..., Response] | None, tuple[str, ...]]:
+    parts = path.split("/")[1:]
+    fixed = {"": _index, "metrics": _metrics, "api/configs": _api_configs, "api/events": _api_events}
+    if "/".join(parts) in fixed:
+        return fixed["/".join(parts)], ()
+    if len(parts) == 2 and parts[0] == "configs":
+        return _config, (_name(parts[1]),)
+    if len(parts) == 4 and parts[:2] == ["api", "configs"] and parts[3] == "history":
+        return _api_history, (_name(parts[2]),)
+    return None, ()
+
+
+def _name(text: str) -> str:
+    try:
+        return validate_name(text)
+    except ValueError:
+        raise NotFound("no such config (a config name is a DNS-1123 label)") from None
+
+
+# -- pages -----------------------------------------------------------------------------------------
+
+
+def _index(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+    _only(params, ())
+    store = state.read("history")
+    return _html(pages.index(documents.config_list(store.db("history"), datetime.now(UTC)), store.source.head()))
+
+
+def _config(state: Any, metrics: Any, params: dict[str, str], name: str) -> Response:
+    _only(params, ("type", "version", "actor", "since", "after", "until", "limit"))
+    store = state.read("history", "audit")
+    history_db, audit_db = store.db("history"), store.db("audit")
+    rows = history_queries.configs(history_db, name)
+    if not rows:
+        raise NotFound(f"config {name!r} not found")
+    attempts = attempt_queries.attempts(audit_db, name)[-TIMELINE_ATTEMPTS:]
+    only = _event_filter(store, params | {"config": name}, default_limit=PAGE_EVENTS)
+    events = documents.events(audit_db, only)
+    next_after = events[-1]["position"] if only.limit is not None and len(events) == only.limit else None
+    svg = timeline.svg(attempts, datetime.now(UTC))
+    return _html(pages.config(rows[0], svg, documents.history(history_db, name), events, params, next_after))
+
+
+# -- the API: the same documents as `-o json` ------------------------------------------------------------
+
+
+def _api_configs(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+    _only(params, ())
+    return _json(documents.config_list(state.read("history").db("history"), datetime.now(UTC)))
+
+
+def _api_history(state: Any, metrics: Any, params: dict[str, str], name: str) -> Response:
+    _only(params, ("revision",))
+    revision = _int(params, "revision", 1)
+    return _json(documents.history(state.read("history").db("history"), name, revision))
+
+
+def _api_events(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+    _only(params, EVENT_PARAMS)
+    store = state.read("audit")
+    return _json(documents.events(store.db("audit"), _event_filter(store, params)))
+
+
+def _metrics(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+    _only(params, ())
+    return Response(200, CONTENT_TYPE_LATEST, metrics.text())
+
+
+# -- parameters -----------------------------------------------------------------------------------------
+
+
+def _params(query: str) -> dict[str, str]:
+    """The query's parameters; an empty one counts as not given (as a form sends it)."""
+    try:
+        parsed = parse_qs(query, keep_blank_values=True, max_num_fields=20)
+    except ValueError:
+        raise BadRequest("too many query parameters") from None
+    for key, values in parsed.items():
+        if len(values) > 1:
+            raise BadRequest(f"parameter {key!r} given more than once")
+    return {key: values[0] for key, values in parsed.items() if values[0] != ""}
+
+
+def _only(params: dict[str, str], known: tuple[str, ...]) -> None:
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise BadRequest(f"unknown parameter {unknown[0]!r} (known: {', '.join(known) or 'none'})")
+
+
+def _event_filter(store: Any, params: dict[str, str], default_limit: int | None = None) -> EventFilter:
+    """The filter `events` builds from its options, with the same checks."""
+    import click
+
+    from adapters.cli.params import iso_utc
+
+    config = params.get("config")
+    if config is not None:
+        config = _name(config)
+    version, after, until = _int(params, "version", 1), _int(params, "after", 0), _int(params, "until", 0)
+    limit = _int(params, "limit", 1)
+    if version is not None and config is None:
+        raise BadRequest("version needs a config")
+    if after is not None and until is not None and until < after:
+        raise BadRequest("until is before after")
+    type_ = params.get("type")
+    problem = None if type_ is None else documents.type_problem(store.db("audit"), type_)
+    if problem is not None:
+        raise BadRequest(f"type: {problem}")
+    head = store.source.head()
+    for key, position in (("after", after), ("until", until)):
+        if position is not None and position > head:
+            raise BadRequest(f"{key}: position {position} is beyond the head of the log ({head})")
+    try:
+        since = iso_utc(None, None, params.get("since"))  # type: ignore[arg-type]
+    except click.BadParameter as bad:
+        raise BadRequest(f"since: {bad.format_message()}") from None
+    return EventFilter(
+        config=config,
+        version=version,
+        type=type_,
+        actor=params.get("actor"),
+        since=since,
+        after=after,
+        until=until,
+        limit=default_limit if limit is None else limit,
+    )
+
+
+def _int(params: dict[str, str], key: str, least: int) -> int | None:
+    text = params.get(key)
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 18 or int(text) < least:
+        raise BadRequest(f"{key}: {text[:40]!r} is not a whole number of at least {least}")
+    return int(text)
+
+
+# -- responses ------------------------------------------------------------------------------------------
+
+
+def _html(text: str, status: int = 200) -> Response:
+    return Response(status, HTML, text.encode())
+
+
+def _json(document: Any, status: int = 200) -> Response:
+    return Response(status, JSON, (documents.json_text(document) + "\n").encode())
+
+
+def error(status: int, message: str, api: bool) -> Response:
+    """An error answer: JSON `{\"error\": ...}` under /api/, else a page."""
+    return _json({"error": message}, status) if api else _html(pages.error(status, message), status)

@@ -1,0 +1,194 @@
+#!/usr/bin/env python
+"""`rollouts serve` latency against the CLI's own `rollout history -o json`, on one generated log.
+
+    python bench/serve.py [--events 1000000] [--configs 1000] [--requests 200]
+
+A `rollouts serve --port 0` process answers `/api/configs/NAME/history` (NAME cycling over the
+configs) and `/metrics` over one keep-alive connection, each `--requests` times: median and p99.
+The log does not move meanwhile, so /metrics answers the text it made for the first scrape;
+`metrics_remade` is the same answer made anew each time, in-process, as after a new event.
+The baseline is `rollout history NAME -o json` run in-process (click's runner: no interpreter
+start-up), each run right after the request for the same name. The log is bench/generate.py's
+(cached in /tmp).
+
+Goals (DESIGN 7.5, issue #18): each median under 20 ms, and at most the CLI's median.
+The last line is a JSON summary: {"name": {"median_ms", "p99_ms", "baseline_ms", "ratio", "goal", "ok"}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from click.testing import CliRunner
+
+from adapters.cli import cli
+from adapters.cli.errors import run as run_cli
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from generate import cached_log  # noqa: E402
+
+GOAL_MS = 20.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class CliHistory:
+    """In-process `rollouts rollout history NAME -o json` (click's runner: no interpreter start-up)."""
+
+    def __init__(self, home: Path) -> None:
+        self.env = {"ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": "bench@serve"}
+
+    def ms(self, name: str) -> float:
+        with CliRunner().isolation(env=self.env) as (out, err, _):
+            start = time.perf_counter()
+            code = run_cli(cli, ["rollout", "history", name, "-o", "json"])
+            elapsed = (time.perf_counter() - start) * 1000
+            if code != 0:
+                raise SystemExit(f"rollout history {name} failed: {err.getvalue().decode()[-300:]}")
+        return elapsed
+
+
+def caught_up(home: Path) -> None:
+    """Bring the home's views to the head of the log (a rebuild when they have not started yet)."""
+    from adapters.cli.state import State
+
+    state = State(str(home), None, "bench@serve")
+    try:
+        state.read("history", "audit")
+    finally:
+        state.close()
+
+
+def metrics_remade_ms(home: Path, times: int) -> list[float]:
+    """In-process: the /metrics answer when the log moved since the last scrape (the text made anew)."""
+    from adapters.cli.state import State
+    from adapters.web import metrics, routes
+
+    state = State(str(home), None, "bench@serve")
+    exposition = metrics.Exposition(lambda: state.projections)
+    spent = []
+    try:
+        for _ in range(times):
+            exposition.forget()  # as if an event had arrived: nothing of the last text is reused
+            start = time.perf_counter()
+            routes.answer(state, exposition, "/metrics")
+            spent.append((time.perf_counter() - start) * 1000)
+    finally:
+        state.close()
+    return spent
+
+
+class Server:
+    def __init__(self, home: Path) -> None:
+        env = {**os.environ, "ROLLOUTS_HOME": str(home), "PYTHONPATH": str(BENCH.parent)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "adapters.cli", "serve", "--port", "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        if not ready:
+            self.proc.kill()
+            self.proc.communicate()
+            raise SystemExit("serve printed no URL within 120 s")
+        self.url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
+        self.conn = http.client.HTTPConnection(urlsplit(self.url).netloc, timeout=60)
+
+    def get_ms(self, path: str) -> tuple[float, bytes]:
+        start = time.perf_counter()
+        self.conn.request("GET", path)
+        response = self.conn.getresponse()
+        body = response.read()
+        elapsed = (time.perf_counter() - start) * 1000
+        if response.status != 200:
+            raise SystemExit(f"GET {path}: {response.status} {body[:200]!r}")
+        return elapsed, body
+
+    def stop(self) -> None:
+        self.conn.close()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.communicate(timeout=30)
+        if self.proc.returncode != 0:
+            raise SystemExit(f"serve exited {self.proc.returncode}")
+
+
+def figure(times: list[float], baseline: float) -> dict[str, Any]:
+    median = statistics.median(times)
+    return {
+        "median_ms": round(median, 2),
+        "p99_ms": round(percentile(times, 0.99), 2),
+        "baseline_ms": round(baseline, 2),
+        "ratio": round(median / baseline, 3),
+        "goal": f"median < {GOAL_MS:g} ms and <= the CLI's",
+        "ok": median < GOAL_MS and median <= baseline,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000, help="log size (default 1,000,000)")
+    parser.add_argument("--configs", type=int, default=1000, help="configs in the generated history")
+    parser.add_argument("--requests", type=int, default=200, help="requests per endpoint (and CLI runs)")
+    args = parser.parse_args()
+
+    home = cached_log(args.events, args.configs, False).path
+    names = [f"svc-{i % args.configs:03d}" for i in range(0, args.requests * 7, 7)]
+    print(f"log: {home} ({args.events:,} events, {args.configs} configs)", file=sys.stderr)
+    t = time.perf_counter()
+    caught_up(home)  # once, outside any figure: a fresh log's views are built here
+    print(f"views caught up in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    t = time.perf_counter()
+    server = Server(home)
+    print(f"serve up at {server.url} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    cli_history = CliHistory(home)
+    try:
+        for name in names[:5]:  # warm: connections, page cache
+            server.get_ms(f"/api/configs/{name}/history")
+            cli_history.ms(name)
+        # Interleaved, one of each per name: both see the same load on a shared machine.
+        history, baseline_times = [], []
+        for name in names:
+            history.append(server.get_ms(f"/api/configs/{name}/history")[0])
+            baseline_times.append(cli_history.ms(name))
+        server.get_ms("/metrics")
+        metrics = [server.get_ms("/metrics")[0] for _ in range(args.requests)]
+    finally:
+        server.stop()
+    remade = metrics_remade_ms(home, args.requests)
+    baseline = statistics.median(baseline_times)
+    summary = {
+        "serve_history": figure(history, baseline),
+        "serve_metrics": figure(metrics, baseline),
+        "metrics_remade": figure(remade, baseline),
+    }
+    print(f"{'figure':<16}{'median':>10}{'p99':>10}{'CLI median':>12}{'ratio':>8}  ok", file=sys.stderr)
+    for name, f in summary.items():
+        cells = f"{f['median_ms']:>8.2f}ms{f['p99_ms']:>8.2f}ms{f['baseline_ms']:>10.2f}ms{f['ratio']:>8.3f}"
+        print(f"{name:<16}{cells}  {f['ok']}", file=sys.stderr)
+    print(
+        f"(CLI p99 {percentile(baseline_times, 0.99):.2f} ms; {args.events:,} events, {args.configs} configs)",
+        file=sys.stderr,
+    )
+    print(json.dumps(summary | {"events": args.events, "configs": args.configs, "requests": args.requests}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""`rollouts serve` as a real process on a home that real deployers ran in: the API equals the CLI's
+`-o json`, paths outside the pages are 404, /metrics parses, SIGTERM and Ctrl-C exit 0, a restart
+answers the same, and a real browser (headless Chromium) sees one bar per attempt, none overlapping."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import shutil
+import signal
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Result, Rollouts
+
+pytestmark = pytest.mark.slow
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+def until_idle(rollouts: Rollouts) -> None:
+    ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "60", "-q"))
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Rollouts:
+    """web (hooks before and after): v1 Complete; v2 Failed, then retried and Complete. api: v1 Failed."""
+    folder = tmp_path_factory.mktemp("serve-e2e")
+    (folder / "work").mkdir()
+    rollouts = Rollouts(folder / "home", folder / "work")
+    flag = folder / "fail-once"
+    deployer = f"if [ -e {flag} ]; then rm {flag}; exit 1; fi"
+    hooks = ["--pre-hook", "true", "--post-hook", "true"]
+    ok(rollouts.sh("config", "create", "web", *hooks, "--", "sh", "-c", deployer))
+    ok(rollouts.sh("config", "create", "api", "--", "false"))
+    ok(rollouts.sh("rollout", "latest", "web"))
+    ok(rollouts.sh("rollout", "latest", "api"))
+    until_idle(rollouts)
+    flag.touch()
+    ok(rollouts.sh("rollout", "latest", "web"))
+    until_idle(rollouts)
+    ok(rollouts.sh("rollout", "retry", "web"))
+    until_idle(rollouts)
+    return rollouts
+
+
+class Served:
+    """A `rollouts serve --port 0` process and the URL it printed."""
+
+    def __init__(self, rollouts: Rollouts) -> None:
+        self.proc = rollouts.popen("serve", "--port", "0")
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        assert ready, "serve printed no URL within 30 s"
+        self.url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert self.url.startswith("http://127.0.0.1:"), self.url
+        self.address = urlsplit(self.url).netloc
+
+    def get(self, path: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """The raw path goes on the wire as it is: nothing normalises `..` on the way."""
+        conn = http.client.HTTPConnection(self.address, timeout=30)
+        try:
+            conn.request(method, path, headers=headers or {})
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def stop(self, signum: int = signal.SIGTERM) -> tuple[int, str]:
+        self.proc.send_signal(signum)
+        _, err = self.proc.communicate(timeout=30)
+        return self.proc.returncode, err
+
+
+@pytest.fixture(scope="module")
+def served(home: Rollouts) -> Iterator[Served]:
+    server = Served(home)
+    yield server
+    if server.proc.poll() is None:
+        code, err = server.stop()
+        assert code == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("path", "command"),
+    [
+        ("/api/configs", ["config", "list"]),
+        ("/api/configs/web/history", ["rollout", "history", "web"]),
+        ("/api/events?config=web&type=DeployerClaimed", ["events", "web", "--type", "DeployerClaimed"]),
+        ("/api/events?after=5&limit=7", ["events", "--after", "5", "--limit", "7"]),
+    ],
+)
+def test_the_api_equals_the_clis_json_output(home: Rollouts, served: Served, path: str, command: list[str]) -> None:
+    status, body = served.get(path)
+    assert status == 200
+    assert body.decode() == ok(home.sh(*command, "-o", "json")).stdout
+    assert json.loads(body)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/../events.db", "/configs/../../events.db", "/configs/..%2F..%2Fevents.db", "/%2e%2e/%2e%2e/etc/passwd",
+     "/runtime/claimant", "/api/configs/web/../../../etc/passwd", "/configs/web%00"],
+)  # fmt: skip
+def test_paths_outside_the_pages_are_404_over_the_wire(served: Served, path: str) -> None:
+    status, body = served.get(path)
+    assert status == 404 and b"root:" not in body and b"SQLite format" not in body
+
+
+def test_it_answers_reads_only_and_only_to_localhost(served: Served) -> None:
+    assert served.get("/api/configs", "POST")[0] == 405
+    assert served.get("/api/configs", "DELETE")[0] == 405
+    assert served.get("/api/configs", headers={"Host": "attacker.example:80"})[0] == 421  # DNS rebinding
+    assert served.get("/api/configs", "HEAD")[0] == 200
+
+
+def test_metrics_parse_and_count_each_attempt_by_outcome(served: Served) -> None:
+    status, body = served.get("/metrics")
+    assert status == 200
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    }
+    finished = {labels: v for (name, labels), v in samples.items() if name == "rollouts_deployments_finished_total"}
+    assert finished == {
+        (("config", "api"), ("outcome", "complete")): 0,
+        (("config", "api"), ("outcome", "failed")): 1,
+        (("config", "web"), ("outcome", "complete")): 2,
+        (("config", "web"), ("outcome", "failed")): 1,
+    }
+    assert samples[("rollouts_deployments", (("config", "web"), ("phase", "Complete")))] == 2
+    assert samples[("rollouts_rollout_duration_seconds_count", ())] == 4  # web v2 ended twice (failed, then complete)
+    assert samples[("rollouts_log_head_position", ())] > 0
+
+
+def test_sigterm_and_ctrl_c_exit_0_and_a_restart_answers_the_same(home: Rollouts, served: Served) -> None:
+    before = served.get("/api/configs/web/history")
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        again = Served(home)
+        assert again.get("/api/configs/web/history") == before
+        code, err = again.stop(signum)
+        assert code == 0, err
+        assert "Traceback" not in err and err.rstrip().endswith("stopped")
+
+
+# -- the page, in a real browser ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium through selenium; skipped when not installed, unless ROLLOUTS_REQUIRE_BROWSER=1."""
+    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium (pip)")
+    if missing:
+        why = f"no {', '.join(missing)}: install Debian's chromium and chromium-driver (as .ci/run does)"
+        if os.environ.get("ROLLOUTS_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"a browser is required (ROLLOUTS_REQUIRE_BROWSER=1): {why}")
+        pytest.skip(why)
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")  # type: ignore[assignment]
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,900"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def test_the_page_shows_one_bar_per_attempt_none_overlapping(served: Served, browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(served.url)
+    assert browser.title.startswith("configs")
+    browser.save_screenshot(str(tmp_path / "index.png"))
+    browser.find_element(By.LINK_TEXT, "web").click()
+    assert urlsplit(browser.current_url).path == "/configs/web"
+    bars = browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.attempt")
+    seen = [
+        (b.get_attribute("data-version"), b.get_attribute("data-attempt"), b.get_attribute("data-outcome"))
+        for b in bars
+    ]
+    assert seen == [("1", "1", "complete"), ("2", "1", "failed"), ("2", "2", "complete")]
+    fills = [b.value_of_css_property("fill") for b in bars]
+    assert fills[0] == fills[2] != fills[1]  # coloured by outcome, as the browser draws them
+    spans = [
+        (datetime.fromisoformat(b.get_attribute("data-start")), datetime.fromisoformat(b.get_attribute("data-end")))
+        for b in bars
+    ]
+    positions = [(int(b.get_attribute("data-first")), int(b.get_attribute("data-last"))) for b in bars]
+    drawn = [(b.rect["x"], b.rect["x"] + b.rect["width"]) for b in bars]
+    for i in range(len(bars) - 1):
+        assert spans[i][0] < spans[i][1] <= spans[i + 1][0], "two attempts of one config at once (times)"
+        assert positions[i][1] < positions[i + 1][0], "two attempts of one config at once (log positions)"
+        assert drawn[i][1] <= drawn[i + 1][0] + 0.5, "two bars drawn over the same moment"
+    rows = browser.find_elements(By.CSS_SELECTOR, "table tbody tr")
+    assert any("Complete" in r.text for r in rows) and any("DeployerClaimed" in r.text for r in rows)
+    browser.save_screenshot(str(tmp_path / "config-web.png"))
+    assert (tmp_path / "config-web.png").stat().st_size > 10_000
