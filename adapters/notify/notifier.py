@@ -52,6 +52,8 @@ class Notifier:
     def stop(self, wait: float = 2.0) -> None:
         """Stop sending; a send in flight may be cut off (the next controller sends it again, same key)."""
         self.stopping.set()
+        if self.thread.ident is None:  # never started: a controller that stood aside for its twin, or stopped early
+            return
         self.thread.join(wait)
         for worker in list(self.workers.values()):
             worker.join(wait)

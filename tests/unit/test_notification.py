@@ -112,3 +112,12 @@ def test_a_failed_post_is_told_in_short_stable_words() -> None:
         poster = Poster(timeout=1)
         assert poster.post(f"http://127.0.0.1:{port}/", {}, "k") == "cannot connect: Connection refused"
         assert poster.post(f"http://127.0.0.1:{port}/", {}, "k") == "cannot connect: Connection refused"
+
+
+def test_a_notifier_never_started_stops_quietly() -> None:
+    """A controller that stands aside for its twin stops a notifier it never started (was: exit 70)."""
+    from adapters.notify.notifier import Notifier
+
+    notifier = Notifier(open_app=lambda: None, meta=dict, log=lambda _: None, holder="test")
+    notifier.stop(wait=0.1)
+    assert not notifier.busy()
