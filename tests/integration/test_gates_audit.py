@@ -75,6 +75,7 @@ def violations(rollouts: Any, *args: str) -> tuple[int, list[tuple[str, str]]]:
         ("approval missing", "G2", "claimed without an approval (attempt asked for by alice@test)"),
         ("approval by the asker", "G2", "approved by alice@test, who asked for it"),
     ],
+    ids=["frozen", "frozen until later", "all frozen", "approval missing", "approval by the asker"],  # no time in an id
 )
 def test_a_claim_a_gate_should_have_held_is_a_violation(rollouts: Any, case: str, rule: str, words: str) -> None:
     history(rollouts.home, case)
