@@ -133,13 +133,17 @@ def serve_until_stopped(server: ThreadingHTTPServer, reader: Reader) -> None:
     def stop(signum: int, frame: Any) -> None:
         raise Stopped()
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    # Both set here, as the controller does: a process started with SIGINT ignored (a background job
+    # of a script, a test runner's worker) gets no KeyboardInterrupt from Python, and Ctrl-C must still stop it.
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.serve_forever(poll_interval=0.2)
     except (KeyboardInterrupt, Stopped):
         pass
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the closing short
+        for signum in previous:  # a second signal must not cut the closing short
+            signal.signal(signum, signal.SIG_IGN)
         server.server_close()
         reader.lock.acquire(timeout=10)  # the views close after the request in flight
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -58,8 +58,10 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Rollouts:
 class Served:
     """A `rollouts serve --port 0` process and the URL it printed."""
 
-    def __init__(self, rollouts: Rollouts) -> None:
-        self.proc = rollouts.popen("serve", "--port", "0")
+    def __init__(self, rollouts: Rollouts, *, sigint_ignored: bool = False) -> None:
+        # sigint_ignored: started as a script's background job is, with SIGINT ignored
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+        self.proc = rollouts.popen("serve", "--port", "0", preexec_fn=ignore)
         ready, _, _ = select.select([self.proc.stdout], [], [], 30)
         assert ready, "serve printed no URL within 30 s"
         self.url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
@@ -146,8 +148,8 @@ def test_metrics_parse_and_count_each_attempt_by_outcome(served: Served) -> None
 
 def test_sigterm_and_ctrl_c_exit_0_and_a_restart_answers_the_same(home: Rollouts, served: Served) -> None:
     before = served.get("/api/configs/web/history")
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        again = Served(home)
+    for signum, ignored in ((signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)):
+        again = Served(home, sigint_ignored=ignored)
         assert again.get("/api/configs/web/history") == before
         code, err = again.stop(signum)
         assert code == 0, err

@@ -98,7 +98,7 @@ Corrupt = Callable[[Path], None]
 
 def combos(corruptions: list[Any]) -> list[Any]:
     """Every corruption on SQLite; random bytes (view, catalog) also on PostgreSQL: the views are
-    local either way, only the log they are rebuilt from differs (the read test has every pair)."""
+    local either way, only the log they are rebuilt from differs."""
     pairs = [pytest.param(c.values[0], "sqlite", id=f"sqlite-{c.id}") for c in corruptions]
     return pairs + [pytest.param(c.values[0], "postgres", id=f"postgres-{c.id}") for c in corruptions if c in SHADOW]
 
@@ -142,10 +142,11 @@ def assert_one_warning_no_error(result: Result) -> None:
     assert not any(line.startswith("error:") or "Traceback" in line for line in lines), result.stderr
 
 
-@pytest.mark.parametrize("corrupt", CORRUPTIONS)
+@pytest.mark.parametrize(("corrupt", "backend"), combos(CORRUPTIONS))
 def test_a_read_command_rebuilds_a_corrupt_view_with_a_warning_and_answers_as_before(
-    rollouts_on: Rollouts, corrupt: Corrupt
+    rollouts: Rollouts, corrupt: Corrupt, backend: str, request: pytest.FixtureRequest
 ) -> None:
+    rollouts_on = on(backend, rollouts, request)
     before = settled_home(rollouts_on)
     corrupt(rollouts_on.home)
     result = rollouts_on.sh("config", "list", "-o", "json")
