@@ -38,8 +38,9 @@ def export_lines(recorder: Any, after: int = 0, until: int | None = None) -> Ite
     types: dict[str, str] = {}  # topic -> type
     for position, stream, version, topic, state, stored in recorder.hashed_events(after + 1, until):
         try:
-            text = state if isinstance(state, str) else bytes(state).decode()
-            data = orjson.loads(text)
+            raw = state if isinstance(state, str | bytes) else bytes(state)
+            data = orjson.loads(raw)  # (bytes as stored: no text copy for the parser)
+            text = raw if isinstance(raw, str) else raw.decode()
             stamp = data.pop("timestamp")["_data_"]
         except (ValueError, KeyError, TypeError) as error:
             raise UndecodableEvent(f"the event at position {position}", error) from None

@@ -32,6 +32,7 @@ LOG_TABLE = "rollouts_log"
 _BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
 PARALLEL_FROM = 100_000
+_MMAP_BYTES = 1 << 30  # a long read's connection maps up to this much of the file
 
 
 Guards = Sequence[tuple[UUID, int]]  # streams a decision read but does not write, and the version it read
@@ -146,6 +147,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         table, top = self.events_table_name, 2**63 - 1 if hi is None else hi
         conn = sqlite3.connect(f"file:{self.datastore.pool.db_name}?mode=ro", uri=True)
         try:  # (opening the log made the chain table, so it is there)
+            conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")  # the join probes the chain's pages: map, don't read them
             yield from conn.execute(_SQLITE_HASHED.format(table, CHAIN_TABLE), (lo, top))
         finally:
             conn.close()
