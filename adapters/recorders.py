@@ -144,13 +144,11 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
 
     def hashed_events(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
         """Every event (positions lo..hi) in position order with its stored hash (None when it has none)."""
-        table, top = self.events_table_name, 2**63 - 1 if hi is None else hi
-        conn = sqlite3.connect(f"file:{self.datastore.pool.db_name}?mode=ro", uri=True)
-        try:  # (opening the log made the chain table, so it is there)
-            conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")  # the join probes the chain's pages: map, don't read them
-            yield from conn.execute(_SQLITE_HASHED.format(table, CHAIN_TABLE), (lo, top))
-        finally:
-            conn.close()
+        return sqlite_hashed(str(self.datastore.pool.db_name), self.events_table_name, lo, hi)
+
+    def file_and_table(self) -> tuple[str, str]:
+        """Where the log is, for a process of its own reading a part of it (sqlite_hashed)."""
+        return str(self.datastore.pool.db_name), self.events_table_name
 
     def parts(self, count: int, smallest: int = PARALLEL_FROM) -> list[Part] | None:
         """The log cut into `count` consecutive parts that can be walked apart (each from the hash stored
@@ -395,6 +393,16 @@ _SQLITE_HASHED = (
     "SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
     " FROM {0} e LEFT JOIN {1} h ON h.position = e.rowid WHERE e.rowid BETWEEN ? AND ? ORDER BY e.rowid"
 )
+
+
+def sqlite_hashed(db: str, table: str, lo: int, hi: int | None) -> Iterator[HashedRow]:
+    """Events lo..hi of a SQLite log joined with their hashes, in position order (one statement: one snapshot)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:  # (opening the log made the chain table, so it is there)
+        conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")  # the join probes the chain's pages: map, don't read them
+        yield from conn.execute(_SQLITE_HASHED.format(table, CHAIN_TABLE), (lo, 2**63 - 1 if hi is None else hi))
+    finally:
+        conn.close()
 
 
 def sqlite_walk(db: str, table: str, lo: int, hi: int | None) -> Iterator[tuple[Any, ...]]:

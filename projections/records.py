@@ -18,6 +18,15 @@ class UndecodableEvent(StoreProblem):
         why = " ".join(f"{type(error).__name__}: {error}".split())[:300]
         super().__init__(f"{what} cannot be decoded ({why}); the log is damaged: 'rollouts log verify' shows where")
 
+    def __reduce__(self) -> tuple[Any, tuple[str]]:  # crosses from a worker process whole (a parallel export)
+        return (_undecodable, (str(self),))
+
+
+def _undecodable(message: str) -> UndecodableEvent:
+    error = UndecodableEvent.__new__(UndecodableEvent)
+    StoreProblem.__init__(error, message)
+    return error
+
 
 class Notification(Protocol):
     id: int

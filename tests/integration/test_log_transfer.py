@@ -161,3 +161,34 @@ def test_a_refusal_after_several_batches_leaves_the_store_empty(tmp_path: Path, 
     assert load(target.recorder, good, batch=3).events == len(good)  # and the store still takes the good file
     # (a PostgreSQL sequence does not roll back: positions may start later, in the same order)
     assert [moved(json.loads(line)) for line in export_lines(target.recorder)] == [moved(json.loads(g)) for g in good]
+
+
+def test_a_long_sqlite_log_exported_in_parallel_parts_is_the_same_file(tmp_path: Path) -> None:
+    """Export in worker processes (as for 100k events or more) gives the lines of one walk, in order;
+    a damaged document in a part is still one StoreProblem (exit 5), not a crash."""
+    import sqlite3
+
+    from adapters import log_transfer
+    from adapters.application import new_meta
+    from adapters.eventstore import open_app
+    from adapters.home import Home
+    from domain.spec import Spec
+    from projections.records import UndecodableEvent
+
+    app = open_app(Home(tmp_path / "source"), None)
+    app.create_config("web", Spec(command=["true"]), new_meta("t"))
+    for _ in range(25):
+        app.latest("web", None, True, new_meta("t"))
+    one_walk = list(log_transfer.export_lines(app.recorder))
+    spans = log_transfer.SPAN
+    try:
+        log_transfer.SPAN = 7  # several parts, the last one short
+        in_parts = list(log_transfer.export_lines(app.recorder, workers=2, smallest=1))
+        assert in_parts == one_walk and len(one_walk) > 3 * log_transfer.SPAN
+        assert list(log_transfer.export_lines(app.recorder, after=5, until=30, workers=2, smallest=1)) == one_walk[5:30]
+        with sqlite3.connect(tmp_path / "source" / "events.db") as db:
+            db.execute("UPDATE stored_events SET state = X'FFFE' WHERE rowid = 20")
+        with pytest.raises(UndecodableEvent, match="position 20"):
+            list(log_transfer.export_lines(app.recorder, workers=2, smallest=1))
+    finally:
+        log_transfer.SPAN = spans
