@@ -53,7 +53,14 @@ def test_the_readme_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
             timeout=60,
         )
         printed = (proc.stdout + proc.stderr).splitlines()
+        if argv[1:] == ["projections", "status"]:  # ROWS counts the history view's duration buckets: timing
+            printed, expected = without_rows(printed), without_rows(expected)
         assert normalise(printed) == normalise(expected), command
+
+
+def without_rows(lines: list[str]) -> list[str]:
+    """A `projections status` table without its ROWS column (the 7th)."""
+    return [" ".join(cells[:6] + cells[7:]) for cells in (line.split() for line in lines)]
 
 
 def test_the_readme_starts_with_the_two_fresh_machine_commands() -> None:
