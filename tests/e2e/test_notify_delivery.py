@@ -15,33 +15,21 @@ from typing import Any
 import pytest
 
 from domain import phases
-from domain.notification import kind_of
 from tests.conftest import Rollouts
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
+import chaos_notify  # noqa: E402
 from sink_server import Received, SinkServer  # noqa: E402
 
 pytestmark = pytest.mark.slow
-DEPLOYMENT_EVENTS = frozenset({"Created", "RetryRequested", *phases.ALLOWED_FROM})
 FAST = {"ROLLOUTS_NOTIFY_TIMEOUT": "1", "ROLLOUTS_NOTIFY_LEASE_SECONDS": "3"}
 
 
 def expected(r: Rollouts, kinds: set[str]) -> list[tuple[int, str]]:
     """(position, kind) of every change of `kinds` in the log, folded from `events` with the phase table."""
     events = json.loads(r.run("events", "-o", "json").stdout)
-    phase: dict[str, str | None] = {}
-    found = []
-    for e in sorted(events, key=lambda e: e["position"]):
-        if e["type"] not in DEPLOYMENT_EVENTS:
-            continue
-        before = phase.get(e["stream"])
-        after = phases.phase_after(before, e["type"], e["data"])
-        phase[e["stream"]] = after
-        kind = kind_of(before, e["type"], after)
-        if kind in kinds:
-            found.append((e["position"], kind))
-    return found
+    return [(position, kind) for position, kind, *_ in chaos_notify.expected(events) if kind in kinds]
 
 
 def log_id(r: Rollouts) -> str:
