@@ -22,7 +22,8 @@ from projections.records import UndecodableEvent
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from adapters.recorders import ChainedPostgresRecorder, ChainedSQLiteRecorder
+    from adapters.recorder_postgres import ChainedPostgresRecorder
+    from adapters.recorders import ChainedSQLiteRecorder
     from domain.freeze import FreezeAll
     from domain.spec import Spec
 

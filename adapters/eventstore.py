@@ -51,7 +51,7 @@ def store_env(home: Home, store: str | None) -> dict[str, str]:
     return {
         **CACHE,
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
-        "APPLICATION_RECORDER_TOPIC": "adapters.recorders:ChainedPostgresRecorder",
+        "APPLICATION_RECORDER_TOPIC": "adapters.recorder_postgres:ChainedPostgresRecorder",
         "POSTGRES_DBNAME": url.dbname,
         "POSTGRES_HOST": url.host,
         "POSTGRES_PORT": str(url.port),

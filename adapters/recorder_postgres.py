@@ -1,0 +1,190 @@
+"""The PostgreSQL recorder, chained as adapters.recorders describes (loaded only for a PostgreSQL store)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder
+from psycopg.rows import tuple_row
+from psycopg.sql import SQL, Identifier
+
+from adapters import chain
+from adapters.failures import missing_table
+from adapters.recorders import (
+    BATCH,
+    CHAIN_TABLE,
+    CLAIM_TOPIC,
+    LOG_TABLE,
+    Guards,
+    HashedRow,
+    Row,
+    StoreNotEmpty,
+    check_guards,
+    first_value,
+    merge,
+)
+
+
+class ChainedPostgresRecorder(PostgresApplicationRecorder):
+    """PostgreSQL: the same two tables in the store's schema."""
+
+    def __init__(self, datastore: Any, *, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(self.datastore.schema)
+        self._chain_table = SQL("{0}.{1}").format(schema, Identifier(CHAIN_TABLE))
+        self._log_table = SQL("{0}.{1}").format(schema, Identifier(LOG_TABLE))
+        self._events = SQL("{0}.{1}").format(schema, Identifier(self.events_table_name))
+        self.sql_create_statements.append(
+            SQL("CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, hash text NOT NULL)").format(
+                self._chain_table
+            )
+        )
+        self.sql_create_statements.append(
+            SQL("CREATE TABLE IF NOT EXISTS {0} (log_id text NOT NULL, created_at timestamptz NOT NULL)").format(
+                self._log_table
+            )
+        )
+
+    def create_table(self) -> None:
+        super().create_table()
+        if self.log_id() is None:
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(SQL("INSERT INTO {0} VALUES (%s, now())").format(self._log_table), (uuid.uuid4().hex,))
+
+    def _fetch_ids_after_insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
+        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if ids:
+            self._chain(curs, ids, stored_events)
+        return ids
+
+    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        guards = kwargs.get("guards")
+        if guards:  # checked before the insert, under the lock it takes (taken again there: a no-op)
+            self._lock_table(curs)
+            self._guard(curs, guards)
+        super()._insert_stored_events(curs, stored_events, **kwargs)
+
+    def _guard(self, curs: Any, guards: Guards) -> None:
+        """Under the library's LOCK TABLE, before the insert: the guarded streams are as the decision read
+        them. (Raised after the insert, the library's transaction would still commit it.)"""
+        found = []
+        for stream, _ in guards:
+            curs.execute(
+                SQL("SELECT max(originator_version) AS v FROM {0} WHERE originator_id = %s").format(self._events),
+                (stream,),
+            )
+            found.append((stream, curs.fetchone()["v"]))
+        check_guards(found, guards)
+
+    def _chain(self, curs: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent]) -> None:
+        curs.execute(SQL("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1").format(self._chain_table))
+        last = curs.fetchone()
+        after, previous = (last["position"], last["hash"]) if last else (0, chain.ZERO)
+        if after < ids[0] - 1:  # as on SQLite (a sequence may also skip ids: then the gap is empty)
+            curs.execute(
+                SQL(
+                    "SELECT originator_id, originator_version, topic, state FROM {0}"
+                    " WHERE notification_id > %s AND notification_id < %s ORDER BY notification_id"
+                ).format(self._events),
+                (after, ids[0]),
+            )
+            gap = [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in curs.fetchall()]
+            previous = chain.fold(previous, gap)
+        records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
+        rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
+        curs.executemany(SQL("INSERT INTO {0} (position, hash) VALUES (%s, %s)").format(self._chain_table), rows)
+
+    def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
+        """As on SQLite: one transaction, under the library's table lock from the first batch on."""
+        count = 0
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            self._lock_table(curs)
+            curs.execute(SQL("SELECT max(notification_id) AS head FROM {0}").format(self._events))
+            if head := curs.fetchone()["head"]:
+                raise StoreNotEmpty(head)
+            for batch in batches:
+                self._insert_stored_events(curs, batch)
+                self._fetch_ids_after_insert_events(curs, batch)
+                count += len(batch)
+            if adopted := log_id():
+                curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (adopted,))
+        return count
+
+    def log_id(self) -> str | None:
+        return first_value(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
+
+    def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
+        """As on SQLite: events and hashes in position order, one snapshot, streamed by a server-side cursor."""
+        top = 2**63 - 1 if hi is None else hi
+        events = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}"
+            " WHERE notification_id BETWEEN %s AND %s ORDER BY notification_id"
+        ).format(self._events)
+        hashes = SQL("SELECT position, hash FROM {0} WHERE position BETWEEN %s AND %s ORDER BY position").format(
+            self._chain_table
+        )
+        with self.datastore.get_connection() as conn, conn.transaction(force_rollback=True):
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            with (
+                conn.cursor(name="rollouts_verify_events", row_factory=tuple_row) as e_cur,
+                conn.cursor(name="rollouts_verify_hashes", row_factory=tuple_row) as h_cur,
+            ):
+                e_cur.itersize = h_cur.itersize = BATCH
+                e_cur.execute(events, (lo, top))
+                h_cur.execute(hashes, (lo, top))
+                yield from merge(e_cur, h_cur)
+
+    def hashed_events(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
+        """As on SQLite, streamed by a server-side cursor."""
+        top = 2**63 - 1 if hi is None else hi
+        sql = SQL(
+            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
+            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.notification_id BETWEEN %s AND %s ORDER BY e.notification_id"
+        ).format(self._events, self._chain_table)
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(force_rollback=True),
+            conn.cursor(name="rollouts_export", row_factory=tuple_row) as cur,
+        ):
+            cur.itersize = BATCH
+            cur.execute(sql, (lo, top))
+            yield from cur
+
+    def parts(self, count: int, smallest: int = 0) -> None:
+        """Walked in one piece: the server streams it (see ChainedSQLiteRecorder.parts)."""
+        return None
+
+    def events_of(self, streams: Sequence[UUID], until: int) -> list[Row]:
+        sql = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}"
+            " WHERE originator_id = ANY(%s) AND notification_id <= %s"
+        ).format(self._events)
+        return [Row(*r.values()) for r in self._query(sql, (list(streams), until))]
+
+    def hash_at(self, position: int) -> str | None:
+        sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
+        return first_value(self._query(sql, (position,)))
+
+    def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
+        sql = SQL(
+            "SELECT e.notification_id, h.hash FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.originator_id = %s AND e.topic LIKE %s ORDER BY e.originator_version DESC LIMIT 1"
+        ).format(self._events, self._chain_table)
+        rows = self._query(sql, (stream, CLAIM_TOPIC))
+        return (rows[0]["notification_id"], rows[0]["hash"]) if rows else None
+
+    def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
+        """One statement on an autocommit connection: one round trip, not three (BEGIN and ROLLBACK)."""
+        try:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(sql, params)
+                return list(curs.fetchall())
+        except Exception as error:  # noqa: BLE001 - the library wraps the driver's errors
+            if missing_table(error):
+                return []
+            raise
