@@ -52,6 +52,17 @@ def immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     db.execute("COMMIT")
 
 
+@contextmanager
+def snapshot(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A read transaction: every read inside sees the file as one commit left it (WAL: no writer waits)."""
+    db.execute("BEGIN")
+    try:
+        yield db
+    finally:
+        if db.conn.in_transaction:
+            db.execute("COMMIT")
+
+
 def create_unjournaled(path: Path) -> sqlite_utils.Database:
     """A new file to fill from zero before anyone may open it: no journal, no syncs, a big cache.
 

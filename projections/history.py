@@ -71,6 +71,14 @@ KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings"
 # The upper bounds (seconds) of the buckets `endings` counts each end of a deployment in: the seconds
 # from its creation to that end (a retried deployment ends more than once). None: above them all.
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+def ending_key(config: str, outcome: str, le: float | None) -> str:
+    """The key of an `endings` row: a config's rows are the keys from `f"{config} "` up to `f"{config}!"`
+    (a name has no space: domain/names.py)."""
+    return f"{config} {outcome} {le}"
+
+
 STEP_STATE = {
     "DeployerCreated": "created",
     "HookCreated": "created",
@@ -228,7 +236,7 @@ class HistoryFold(Fold):
         )
         le = next((bound for bound in DURATION_BUCKETS if seconds <= bound), None)
         outcome = "complete" if phase == phases.COMPLETE else "failed"
-        key = f"{deployment['config']} {outcome} {le}"
+        key = ending_key(deployment["config"], outcome, le)
         row = self.endings.get(key) or {
             "key": key,
             "config": deployment["config"],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -76,16 +78,25 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
     return row[0] if row else None
 
 
-# -- what /metrics reports (adapters/web/metrics.py) -----------------------------------------------
+# -- what /metrics reports (adapters/web/metrics.py, adapters/web/exposition.py) --------------------
 
-_PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments GROUP BY config, phase"
+_PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments{} GROUP BY config, phase ORDER BY config, phase"
+_OF_CONFIGS = " WHERE config IN (SELECT value FROM json_each(?))"
 _ENDINGS = "SELECT config, outcome, sum(count) FROM endings GROUP BY config, outcome"
-_DURATIONS = "SELECT le, sum(count), sum(seconds) FROM endings GROUP BY le"
+_DURATIONS = "SELECT le, count, seconds FROM endings"
+_ENDING_ROWS = "SELECT config, outcome, le, count, seconds FROM endings"
+_ENDING_ROWS_OF = _ENDING_ROWS + " WHERE key >= ? AND key < ? AND config = ?"  # the key's index (history.ending_key)
+_CONFIGS_OF = "SELECT DISTINCT config FROM deployments WHERE stream IN (SELECT value FROM json_each(?))"
 
 
-def phase_counts(db: sqlite_utils.Database) -> list[tuple[str, str, int]]:
-    """(config, phase, how many of its deployments are in it), for every phase some deployment is in."""
-    return [(c, p, int(n)) for c, p, n in db.execute(_PHASE_COUNTS)]
+def phase_counts(db: sqlite_utils.Database, configs: Collection[str] | None = None) -> list[tuple[str, str, int]]:
+    """(config, phase, how many of its deployments are in it), for every phase some deployment is in,
+    in config then phase order; only of `configs` when given."""
+    if configs is None:
+        return [(c, p, int(n)) for c, p, n in db.execute(_PHASE_COUNTS.format(""))]
+    if not configs:
+        return []
+    return [(c, p, int(n)) for c, p, n in db.execute(_PHASE_COUNTS.format(_OF_CONFIGS), [json.dumps(list(configs))])]
 
 
 def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
@@ -99,15 +110,34 @@ def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
 
 def duration_buckets(db: sqlite_utils.Database) -> tuple[list[tuple[float, int]], int, float]:
     """The seconds from creation to each end of a deployment, as a histogram: (bound, ends at most
-    that long) for each of DURATION_BUCKETS (cumulative), how many ends, and their seconds summed."""
+    that long) for each of DURATION_BUCKETS (cumulative), how many ends, and their seconds summed
+    (math.fsum: the correctly rounded sum, whatever order the rows come in)."""
     per_bucket: dict[float | None, int] = {}
-    total, seconds = 0, 0.0
-    for le, n, spent in db.execute(_DURATIONS):
-        per_bucket[le] = int(n)
-        total += int(n)
-        seconds += float(spent or 0.0)
+    spent = []
+    for le, n, seconds in db.execute(_DURATIONS):
+        per_bucket[le] = per_bucket.get(le, 0) + int(n)
+        spent.append(float(seconds or 0.0))
     cumulative, running = [], 0
     for bound in DURATION_BUCKETS:
         running += per_bucket.get(bound, 0)
         cumulative.append((bound, running))
-    return cumulative, total, seconds
+    return cumulative, sum(per_bucket.values()), math.fsum(spent)
+
+
+def ending_rows(
+    db: sqlite_utils.Database, configs: Collection[str] | None = None
+) -> list[tuple[str, str, float | None, int, float]]:
+    """The `endings` rows (config, outcome, duration bucket, ends, their seconds summed), of every
+    config or only of `configs`."""
+    if configs is None:
+        found = db.execute(_ENDING_ROWS).fetchall()
+    else:
+        found = [row for c in configs for row in db.execute(_ENDING_ROWS_OF, (f"{c} ", f"{c}!", c))]
+    return [(c, outcome, le, int(n), float(seconds or 0.0)) for c, outcome, le, n, seconds in found]
+
+
+def configs_of(db: sqlite_utils.Database, streams: Collection[str]) -> set[str]:
+    """The configs of the deployments whose streams are `streams` (those the view has)."""
+    if not streams:
+        return set()
+    return {c for (c,) in db.execute(_CONFIGS_OF, [json.dumps(list(streams))])}

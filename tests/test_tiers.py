@@ -40,6 +40,7 @@ FAST = {
     "integration/test_notify_cli.py",
     "integration/test_projections.py",
     "integration/test_serve_routes.py",
+    "integration/test_metrics_text.py",
     "property/test_model.py",
 }
 

@@ -1,16 +1,22 @@
-"""The Prometheus collector of `rollouts serve`: each scrape reads the views (prometheus_client formats)."""
+"""What `rollouts serve`'s /metrics reports: its metric families, and the whole registry that defines the text.
+
+The registry reads every value from the views at each scrape (prometheus_client formats); the
+server answers with adapters/web/exposition.py, which gives the same bytes while formatting again
+only what moved since its last scrape."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import groupby
 from typing import Any
 
-from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from projections import files, history_queries
-from projections.registry import ALL
+from projections.registry import ALL, BY_NAME
+
+HISTORY = [BY_NAME["history"]]  # the one view a scrape catches up (the others report their lag)
 
 
 class ViewsCollector(Collector):
@@ -22,55 +28,19 @@ class ViewsCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         store = self.store()
         head = store.source.head()
-        yield _lag(store, head)  # before this scrape catches the history view up
-        store.catch_up([p for p in ALL if p.name == "history"])
+        yield lag_family(head, positions(store))  # before this scrape catches the history view up
+        store.catch_up(HISTORY)
         db = store.db("history")
-        yield _gauge("rollouts_log_head_position", "The position of the newest event in the log.", [], [([], head)])
-        yield _gauge(
-            "rollouts_deployments",
-            "Deployments by config and the phase they are in now.",
-            ["config", "phase"],
-            [([config, phase], n) for config, phase, n in history_queries.phase_counts(db)],
-        )
-        finished = CounterMetricFamily(
-            "rollouts_deployments_finished",
-            "Ends of deployment attempts, by config and outcome (complete or failed; a retry follows a failed end).",
-            labels=["config", "outcome"],
-        )
+        yield head_family(head)
+        deployments = deployments_family()
+        for config, rows in groupby(history_queries.phase_counts(db), key=lambda row: row[0]):
+            add_phases(deployments, config, tuple((phase, n) for _, phase, n in rows))
+        yield deployments
+        finished = finished_family()
         for config, complete, failed in history_queries.finished_counts(db):
-            finished.add_metric([config, "complete"], complete)
-            finished.add_metric([config, "failed"], failed)
+            add_finished(finished, config, (complete, failed))
         yield finished
-        yield _histogram(*history_queries.duration_buckets(db))
-
-
-class Exposition:
-    """The text of a scrape, made again only when the log or a view moved since the last one.
-
-    Every value is a function of the log up to each view's position (no clock is read), so while
-    the head and the positions stand still the text cannot change; formatting a few thousand
-    samples costs far more than reading the views (~100 ms for 1,000 configs)."""
-
-    def __init__(self, store: Callable[[], Any]) -> None:
-        self.store = store
-        self.registry = registry(store)
-        self._last: tuple[tuple[Any, ...], bytes] | None = None
-
-    def forget(self) -> None:
-        """Make the next text anew (as after a new event)."""
-        self._last = None
-
-    def text(self) -> bytes:
-        key = _where(self.store())
-        if self._last is None or self._last[0] != key:
-            self._last = (key, generate_latest(self.registry))
-        return self._last[1]
-
-
-def _where(store: Any) -> tuple[Any, ...]:
-    """Which log, where its head is, and where each view stands (a view's content follows from those)."""
-    head = store.source.head()
-    return store.log_id(), head, tuple(files.tracked(store.db(p.name), p.name) for p in ALL)
+        yield duration_family(*history_queries.duration_buckets(db))
 
 
 def registry(store: Callable[[], Any]) -> CollectorRegistry:
@@ -80,33 +50,72 @@ def registry(store: Callable[[], Any]) -> CollectorRegistry:
     return found
 
 
-def _gauge(name: str, text: str, labels: list[str], values: list[tuple[list[str], float]]) -> GaugeMetricFamily:
-    gauge = GaugeMetricFamily(name, text, labels=labels)
-    for label_values, value in values:
-        gauge.add_metric(label_values, value)
-    return gauge
-
-
-def _lag(store: Any, head: int) -> GaugeMetricFamily:
-    rows = []
+def positions(store: Any) -> dict[str, int]:
+    """Where each view stands (0: nowhere yet)."""
+    found = {}
     for p in ALL:
         at = files.tracked(store.db(p.name), p.name)
-        rows.append(([p.name], max(0, head - (at.position if at else 0))))
+        found[p.name] = at.position if at else 0
+    return found
+
+
+# -- the families -----------------------------------------------------------------------------------
+
+
+def lag_family(head: int, at: Mapping[str, int]) -> GaugeMetricFamily:
     return _gauge(
         "rollouts_projection_lag_events",
         "Events each view was behind the log when scraped (the scrape then catches history up).",
         ["projection"],
-        rows,
+        [([name], max(0, head - position)) for name, position in at.items()],
     )
 
 
-def _histogram(buckets: list[tuple[float, int]], total: int, seconds: float) -> HistogramMetricFamily:
+def head_family(head: int) -> GaugeMetricFamily:
+    return _gauge("rollouts_log_head_position", "The position of the newest event in the log.", [], [([], head)])
+
+
+def deployments_family() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "rollouts_deployments", "Deployments by config and the phase they are in now.", labels=["config", "phase"]
+    )
+
+
+def add_phases(family: GaugeMetricFamily, config: str, counts: Sequence[tuple[str, int]]) -> None:
+    """`config`'s samples: how many of its deployments are in each phase (those some are in)."""
+    for phase, n in counts:
+        family.add_metric([config, phase], n)
+
+
+def finished_family() -> CounterMetricFamily:
+    return CounterMetricFamily(
+        "rollouts_deployments_finished",
+        "Ends of deployment attempts, by config and outcome (complete or failed; a retry follows a failed end).",
+        labels=["config", "outcome"],
+    )
+
+
+def add_finished(family: CounterMetricFamily, config: str, ends: tuple[int, int]) -> None:
+    """`config`'s samples: how many of its deployments' attempts ended (complete, failed)."""
+    complete, failed = ends
+    family.add_metric([config, "complete"], complete)
+    family.add_metric([config, "failed"], failed)
+
+
+def duration_family(buckets: list[tuple[float, int]], total: int, seconds: float) -> HistogramMetricFamily:
     return HistogramMetricFamily(
         "rollouts_rollout_duration_seconds",
         "Seconds from a deployment's creation to each of its ends (Complete or Failed; a retry ends again).",
         buckets=[(_le(bound), n) for bound, n in buckets] + [("+Inf", total)],
         sum_value=seconds,
     )
+
+
+def _gauge(name: str, text: str, labels: list[str], values: list[tuple[list[str], float]]) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, text, labels=labels)
+    for label_values, value in values:
+        gauge.add_metric(label_values, value)
+    return gauge
 
 
 def _le(bound: float) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from adapters.web import metrics, routes
+from adapters.web import exposition, routes
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 SECURITY_HEADERS = (
@@ -35,7 +35,7 @@ class Reader:
     def __init__(self, state: Any, answer: Callable[..., Any], on_error: Callable[[BaseException], str]) -> None:
         self.state = state
         self.lock = threading.Lock()
-        self.metrics = metrics.Exposition(lambda: state.projections)
+        self.metrics = exposition.Exposition(lambda: state.projections)
         self.answer = answer
         self.on_error = on_error
 

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.cli.state import State
-from adapters.web import metrics, routes
+from adapters.web import exposition, routes
 from tests.conftest import Result, Rollouts
 
 
@@ -26,7 +26,7 @@ class Server:
     def __init__(self, rollouts: Rollouts) -> None:
         self.state = State(str(rollouts.home), None, "tester@test")
         self.state.reading()
-        self.registry = metrics.Exposition(lambda: self.state.projections)
+        self.registry = exposition.Exposition(lambda: self.state.projections)
 
     def get(self, target: str) -> routes.Response:
         return routes.answer(self.state, self.registry, target)

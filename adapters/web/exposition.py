@@ -1,0 +1,227 @@
+"""The /metrics text of `rollouts serve`, kept between scrapes and formatted again only where the views moved.
+
+The text is the bytes `generate_latest` gives for the whole registry of adapters/web/metrics.py,
+made in pieces, still by prometheus_client: each family's HELP and TYPE lines are
+`generate_latest` of the family without samples; a config's sample lines are cut, line by line,
+from `generate_latest` of a family holding the samples of the configs that changed (the library
+writes one line per sample, in the order they were added, and escapes newlines in labels); the
+small families (lag, head, the histogram) are `generate_latest` of themselves at each scrape.
+
+Which configs changed: those of the deployments that the log's events since the last scrape
+belong to (only deployment events change the rows the families read). Past MAX_EVENTS of them,
+or on another log or view version, every config is read again."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import generate_latest
+from prometheus_client.core import Metric
+
+from adapters.web import metrics
+from projections import files, history_queries
+from projections.files import Tracked
+from projections.history import DURATION_BUCKETS
+from projections.records import topic_parts
+from projections.registry import ALL
+
+MAX_EVENTS = 10_000  # new events since the last scrape past which every config is read again
+EXACT = 1074  # every finite float is a whole multiple of 2**-1074
+
+
+class Exposition:
+    """The text of a scrape, made again only when the log or a view moved since the last one.
+
+    Every value is a function of the log up to each view's position (no clock is read), so while
+    the head and the positions stand still the text cannot change."""
+
+    def __init__(self, store: Callable[[], Any]) -> None:
+        self.store = store
+        self._last: tuple[tuple[Any, ...], bytes] | None = None
+        self._history = HistoryText()
+
+    def forget(self) -> None:
+        """Make the next text anew, every config read and formatted again (as at the first scrape)."""
+        self._last = None
+        self._history = HistoryText()
+
+    def text(self) -> bytes:
+        store = self.store()
+        key = _where(store)
+        if self._last is None or self._last[0] != key:
+            _, head, at = key
+            lag = metrics.lag_family(head, {p.name: t.position if t else 0 for p, t in zip(ALL, at, strict=True)})
+            try:
+                store.catch_up(metrics.HISTORY)  # after the lag was read, as the registry does
+                self._history.read(store)
+            except BaseException:
+                self.forget()  # what was kept may be half updated
+                raise
+            self._last = (key, b"".join([_formatted(lag, metrics.head_family(head)), *self._history.parts()]))
+        return self._last[1]
+
+
+def _where(store: Any) -> tuple[Any, ...]:
+    """Which log, where its head is, and where each view stands (a view's content follows from those)."""
+    head = store.source.head()
+    return store.log_id(), head, tuple(files.tracked(store.db(p.name), p.name) for p in ALL)
+
+
+class HistoryText:
+    """The families read from the history view, as of the position it was last read at."""
+
+    def __init__(self) -> None:
+        self.at: Tracked | None = None
+        self.deployments = PerConfig(metrics.deployments_family, metrics.add_phases)
+        self.finished = PerConfig(metrics.finished_family, metrics.add_finished)
+        self.durations = Durations()
+
+    def read(self, store: Any) -> None:
+        db = store.db("history")
+        with files.snapshot(db):  # the rows and the position they stand at, of one commit
+            at = files.tracked(db, "history")
+            configs = self._touched(store, db, at)
+            counts = history_queries.phase_counts(db, configs)
+            endings = history_queries.ending_rows(db, configs)
+        phases: dict[str, list[tuple[str, int]]] = {}
+        for config, phase, n in counts:  # in config then phase order
+            phases.setdefault(config, []).append((phase, n))
+        ends: dict[str, set[tuple[str, float | None, int, float]]] = {}
+        for config, *row in endings:  # one row per outcome and bucket: a set compares in any order
+            ends.setdefault(config, set()).add(tuple(row))  # type: ignore[arg-type]
+        self.deployments.update({c: tuple(rows) for c, rows in phases.items()}, configs)
+        self.finished.update({c: _finished(rows) for c, rows in ends.items()}, configs)
+        self.durations.update({c: frozenset(rows) for c, rows in ends.items()}, configs)
+        self.at = at
+
+    def parts(self) -> list[bytes]:
+        return [self.deployments.text(), self.finished.text(), _formatted(self.durations.family())]
+
+    def _touched(self, store: Any, db: Any, at: Tracked | None) -> set[str] | None:
+        """The configs whose rows changed since the view was last read (None: perhaps any)."""
+        last = self.at
+        if at is None or last is None or (at.version, at.log_id) != (last.version, last.log_id):
+            return None
+        new = at.position - last.position
+        if not 0 <= new <= MAX_EVENTS:
+            return None
+        streams = {
+            str(n.originator_id)
+            for n in (store.source.read(last.position, new) if new else ())
+            if n.id <= at.position and topic_parts(n.topic)[0] == "deployment"
+        }
+        return history_queries.configs_of(db, streams)
+
+
+class PerConfig:
+    """One family's sample lines for each config, formatted again only for a config whose values changed."""
+
+    def __init__(self, family: Callable[[], Metric], add: Callable[[Any, str, Any], None]) -> None:
+        self.family = family
+        self.add = add  # add(family, config, values): that config's samples
+        self.header = _formatted(family())  # HELP and TYPE
+        self.lines: dict[str, tuple[Any, bytes]] = {}
+        self._order: list[str] = []  # the configs in self.lines, sorted
+        self._text: bytes | None = None
+
+    def update(self, values: dict[str, Any], configs: Collection[str] | None) -> None:
+        """The `values` of each config in `configs` (None: every config); one left out has no samples."""
+        scope = self.lines.keys() | values.keys() if configs is None else configs
+        changed = []
+        for config in scope:
+            value = values.get(config)
+            if value is None:
+                if self.lines.pop(config, None) is not None:
+                    self._order, self._text = sorted(self.lines), None
+            elif config not in self.lines or self.lines[config][0] != value:
+                changed.append((config, value))
+        if changed:
+            self._format(sorted(changed))
+
+    def text(self) -> bytes:
+        if self._text is None:
+            lines = self.lines
+            self._text = self.header + b"".join([lines[c][1] for c in self._order])
+        return self._text
+
+    def _format(self, changed: list[tuple[str, Any]]) -> None:
+        family, ends = self.family(), []
+        for config, value in changed:
+            self.add(family, config, value)
+            ends.append(len(family.samples))
+        lines = [line + b"\n" for line in _formatted(family).split(b"\n")[2:-1]]  # after HELP and TYPE
+        if len(lines) != len(family.samples):
+            raise RuntimeError(f"prometheus_client wrote {len(lines)} lines for {len(family.samples)} samples")
+        start, known = 0, len(self.lines)
+        for (config, value), end in zip(changed, ends, strict=True):
+            self.lines[config] = (value, b"".join(lines[start:end]))
+            start = end
+        if len(self.lines) != known:
+            self._order = sorted(self.lines)
+        self._text = None
+
+
+class Durations:
+    """The histogram of every config's ends, kept as sums over the configs' `endings` rows.
+
+    A changed config's old rows are taken out of the sums and its new rows put in. The seconds are
+    summed exactly (as whole multiples of 2**-1074, which every float is), so the total is the
+    correctly rounded sum of the rows in any order: what math.fsum gives the whole registry
+    (history_queries.duration_buckets)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, frozenset[tuple[Any, ...]]] = {}
+        self.counts: Counter[float | None] = Counter()
+        self.seconds = 0  # in units of 2**-EXACT
+
+    def update(self, rows: dict[str, frozenset[tuple[Any, ...]]], configs: Collection[str] | None) -> None:
+        for config in self.rows.keys() | rows.keys() if configs is None else configs:
+            old, new = self.rows.pop(config, frozenset()), rows.get(config, frozenset())
+            if old != new:
+                self._add(old, -1)
+                self._add(new, 1)
+            if new:
+                self.rows[config] = new
+
+    def family(self) -> Metric:
+        cumulative, running = [], 0
+        for bound in DURATION_BUCKETS:
+            running += self.counts[bound]
+            cumulative.append((bound, running))
+        seconds = self.seconds / (1 << EXACT)  # int / int: correctly rounded
+        return metrics.duration_family(cumulative, sum(self.counts.values()), seconds)
+
+    def _add(self, rows: Iterable[tuple[Any, ...]], sign: int) -> None:
+        for _, le, n, seconds in rows:
+            self.counts[le] += sign * n
+            self.seconds += sign * _exact(seconds)
+
+
+class _Only:
+    """A collector of the given families (what generate_latest formats)."""
+
+    def __init__(self, *families: Metric) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def _formatted(*families: Metric) -> bytes:
+    return generate_latest(_Only(*families))  # type: ignore[arg-type]
+
+
+def _exact(seconds: float) -> int:
+    """`seconds` in units of 2**-EXACT, exactly."""
+    n, d = seconds.as_integer_ratio()  # d is a power of two
+    return n << (EXACT - d.bit_length() + 1)
+
+
+def _finished(rows: Iterable[tuple[str, float | None, int, float]]) -> tuple[int, int]:
+    """(ends complete, ends failed) from a config's `endings` rows (outcome, le, count, seconds)."""
+    ends = Counter[str]()
+    for outcome, _, n, _ in rows:
+        ends[outcome] += n
+    return ends["complete"], ends["failed"]
