@@ -5,11 +5,15 @@
 
 A `rollouts serve --port 0` process answers `/api/configs/NAME/history` (NAME cycling over the
 configs) and `/metrics` over one keep-alive connection, each `--requests` times: median and p99.
-The log does not move meanwhile, so /metrics answers the text it made for the first scrape;
-`metrics_remade` is the same answer made anew each time, in-process, as after a new event.
-The baseline is `rollout history NAME -o json` run in-process (click's runner: no interpreter
-start-up), each run right after the request for the same name. The log is bench/generate.py's
-(cached in /tmp).
+The log does not move meanwhile, so /metrics (`serve_metrics`) answers the text it made for the
+first scrape. Then `metrics_after_event`: before each /metrics request (untimed) a real event
+goes into the log, `rollout latest NAME --supersede` through the CLI in-process on the same
+home (a paused NAME is resumed first), so every scrape sees the log moved (the bench checks
+that the head it reports grew). `metrics_remade` is the answer made anew from nothing, in-process
+(the cost of the first scrape). The baseline is `rollout history NAME -o json` run in-process
+(click's runner: no interpreter start-up), each run right after the request for the same name.
+The log is bench/generate.py's (cached in /tmp, its views built there once); the bench runs on a
+copy of that home, in a temporary folder, since it writes events.
 
 Goals (DESIGN 7.5, issue #18): each median under 20 ms, and at most the CLI's median.
 The last line is a JSON summary: {"name": {"median_ms", "p99_ms", "baseline_ms", "ratio", "goal", "ok"}}.
@@ -21,11 +25,14 @@ import argparse
 import http.client
 import json
 import os
+import re
 import select
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -48,20 +55,33 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-class CliHistory:
-    """In-process `rollouts rollout history NAME -o json` (click's runner: no interpreter start-up)."""
+class Cli:
+    """`rollouts` in-process on one home (click's runner: no interpreter start-up)."""
 
     def __init__(self, home: Path) -> None:
         self.env = {"ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": "bench@serve"}
 
-    def ms(self, name: str) -> float:
+    def run(self, *args: str) -> tuple[int, str]:
         with CliRunner().isolation(env=self.env) as (out, err, _):
-            start = time.perf_counter()
-            code = run_cli(cli, ["rollout", "history", name, "-o", "json"])
-            elapsed = (time.perf_counter() - start) * 1000
-            if code != 0:
-                raise SystemExit(f"rollout history {name} failed: {err.getvalue().decode()[-300:]}")
+            return run_cli(cli, list(args)), err.getvalue().decode()[-300:]
+
+    def history_ms(self, name: str) -> float:
+        """`rollout history NAME -o json`: the baseline."""
+        start = time.perf_counter()
+        code, err = self.run("rollout", "history", name, "-o", "json")
+        elapsed = (time.perf_counter() - start) * 1000
+        if code != 0:
+            raise SystemExit(f"rollout history {name} failed: {err}")
         return elapsed
+
+    def new_event(self, name: str) -> None:
+        """A new deployment of NAME in the log (resumed first when paused)."""
+        code, err = self.run("rollout", "latest", name, "--supersede")
+        if code != 0:
+            self.run("rollout", "resume", name)
+            code, err = self.run("rollout", "latest", name, "--supersede")
+        if code != 0:
+            raise SystemExit(f"rollout latest {name} failed: {err}")
 
 
 def caught_up(home: Path) -> None:
@@ -76,18 +96,18 @@ def caught_up(home: Path) -> None:
 
 
 def metrics_remade_ms(home: Path, times: int) -> list[float]:
-    """In-process: the /metrics answer when the log moved since the last scrape (the text made anew)."""
+    """In-process: the /metrics answer made anew from nothing (as at the first scrape)."""
     from adapters.cli.state import State
-    from adapters.web import metrics, routes
+    from adapters.web import exposition, routes
 
     state = State(str(home), None, "bench@serve")
-    exposition = metrics.Exposition(lambda: state.projections)
+    made = exposition.Exposition(lambda: state.projections)
     spent = []
     try:
         for _ in range(times):
-            exposition.forget()  # as if an event had arrived: nothing of the last text is reused
+            made.forget()  # nothing of the last text is reused
             start = time.perf_counter()
-            routes.answer(state, exposition, "/metrics")
+            routes.answer(state, made, "/metrics")
             spent.append((time.perf_counter() - start) * 1000)
     finally:
         state.close()
@@ -130,6 +150,37 @@ class Server:
             raise SystemExit(f"serve exited {self.proc.returncode}")
 
 
+HEAD = re.compile(rb"^rollouts_log_head_position (\S+)$", re.MULTILINE)
+
+
+def metrics_after_event_ms(server: Server, cli: Cli, names: list[str]) -> list[float]:
+    """GET /metrics right after a new event in the log, once per name: the server must see the log moved."""
+    spent, head = [], _head(server.get_ms("/metrics")[1])
+    for name in names:
+        cli.new_event(name)
+        elapsed, body = server.get_ms("/metrics")
+        now = _head(body)
+        if now <= head:
+            raise SystemExit(f"/metrics reported head {now} after an event past {head}")
+        spent.append(elapsed)
+        head = now
+    return spent
+
+
+def _head(body: bytes) -> float:
+    found = HEAD.search(body)
+    if found is None:
+        raise SystemExit("/metrics has no rollouts_log_head_position")
+    return float(found.group(1))
+
+
+def copied(home: Path) -> Path:
+    """A copy of `home` in a new temporary folder (the cached one is never written)."""
+    copy = Path(tempfile.mkdtemp(prefix="rollouts-bench-serve-")) / "home"
+    shutil.copytree(home, copy, symlinks=True)
+    return copy
+
+
 def figure(times: list[float], baseline: float) -> dict[str, Any]:
     median = statistics.median(times)
     return {
@@ -149,45 +200,59 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="requests per endpoint (and CLI runs)")
     args = parser.parse_args()
 
-    home = cached_log(args.events, args.configs, False).path
+    cached = cached_log(args.events, args.configs, False).path
     names = [f"svc-{i % args.configs:03d}" for i in range(0, args.requests * 7, 7)]
-    print(f"log: {home} ({args.events:,} events, {args.configs} configs)", file=sys.stderr)
+    print(f"log: {cached} ({args.events:,} events, {args.configs} configs)", file=sys.stderr)
     t = time.perf_counter()
-    caught_up(home)  # once, outside any figure: a fresh log's views are built here
+    caught_up(cached)  # once, outside any figure: a fresh log's views are built here
     print(f"views caught up in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     t = time.perf_counter()
-    server = Server(home)
-    print(f"serve up at {server.url} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    cli_history = CliHistory(home)
+    home = copied(cached)
+    print(f"copied to {home} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     try:
-        for name in names[:5]:  # warm: connections, page cache
-            server.get_ms(f"/api/configs/{name}/history")
-            cli_history.ms(name)
-        # Interleaved, one of each per name: both see the same load on a shared machine.
-        history, baseline_times = [], []
-        for name in names:
-            history.append(server.get_ms(f"/api/configs/{name}/history")[0])
-            baseline_times.append(cli_history.ms(name))
-        server.get_ms("/metrics")
-        metrics = [server.get_ms("/metrics")[0] for _ in range(args.requests)]
+        summary, baseline_times = measure(home, names, args.requests)
     finally:
-        server.stop()
-    remade = metrics_remade_ms(home, args.requests)
-    baseline = statistics.median(baseline_times)
-    summary = {
-        "serve_history": figure(history, baseline),
-        "serve_metrics": figure(metrics, baseline),
-        "metrics_remade": figure(remade, baseline),
-    }
-    print(f"{'figure':<16}{'median':>10}{'p99':>10}{'CLI median':>12}{'ratio':>8}  ok", file=sys.stderr)
+        shutil.rmtree(home.parent)
+    print(f"{'figure':<20}{'median':>10}{'p99':>10}{'CLI median':>12}{'ratio':>8}  ok", file=sys.stderr)
     for name, f in summary.items():
         cells = f"{f['median_ms']:>8.2f}ms{f['p99_ms']:>8.2f}ms{f['baseline_ms']:>10.2f}ms{f['ratio']:>8.3f}"
-        print(f"{name:<16}{cells}  {f['ok']}", file=sys.stderr)
+        print(f"{name:<20}{cells}  {f['ok']}", file=sys.stderr)
     print(
         f"(CLI p99 {percentile(baseline_times, 0.99):.2f} ms; {args.events:,} events, {args.configs} configs)",
         file=sys.stderr,
     )
     print(json.dumps(summary | {"events": args.events, "configs": args.configs, "requests": args.requests}))
+
+
+def measure(home: Path, names: list[str], requests: int) -> tuple[dict[str, Any], list[float]]:
+    """Every figure on `home` (a copy: events are written), and the baseline's times."""
+    t = time.perf_counter()
+    server = Server(home)
+    print(f"serve up at {server.url} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    cli = Cli(home)
+    try:
+        for name in names[:5]:  # warm: connections, page cache
+            server.get_ms(f"/api/configs/{name}/history")
+            cli.history_ms(name)
+        # Interleaved, one of each per name: both see the same load on a shared machine.
+        history, baseline_times = [], []
+        for name in names:
+            history.append(server.get_ms(f"/api/configs/{name}/history")[0])
+            baseline_times.append(cli.history_ms(name))
+        server.get_ms("/metrics")
+        metrics = [server.get_ms("/metrics")[0] for _ in range(requests)]
+        after_event = metrics_after_event_ms(server, cli, names)
+    finally:
+        server.stop()
+    remade = metrics_remade_ms(home, requests)
+    baseline = statistics.median(baseline_times)
+    summary = {
+        "serve_history": figure(history, baseline),
+        "serve_metrics": figure(metrics, baseline),
+        "metrics_after_event": figure(after_event, baseline),
+        "metrics_remade": figure(remade, baseline),
+    }
+    return summary, baseline_times
 
 
 if __name__ == "__main__":
