@@ -84,8 +84,8 @@ _PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments{} GROUP BY conf
 _OF_CONFIGS = " WHERE config IN (SELECT value FROM json_each(?))"
 _ENDINGS = "SELECT config, outcome, sum(count) FROM endings GROUP BY config, outcome"
 _DURATIONS = "SELECT le, count, seconds FROM endings"
-_ENDING_ROWS = "SELECT config, outcome, le, count, seconds FROM endings"
-_ENDING_ROWS_OF = _ENDING_ROWS + " WHERE key >= ? AND key < ? AND config = ?"  # the key's index (history.ending_key)
+_ENDING_ROWS = "SELECT config, outcome, le, count, coalesce(seconds, 0.0) FROM endings{} ORDER BY rowid"
+_OF_CONFIG = " WHERE key >= ? AND key < ? AND config = ?"  # the keys' index: a config's share a prefix (ending_key)
 _CONFIGS_OF = "SELECT DISTINCT config FROM deployments WHERE stream IN (SELECT value FROM json_each(?))"
 
 
@@ -93,10 +93,10 @@ def phase_counts(db: sqlite_utils.Database, configs: Collection[str] | None = No
     """(config, phase, how many of its deployments are in it), for every phase some deployment is in,
     in config then phase order; only of `configs` when given."""
     if configs is None:
-        return [(c, p, int(n)) for c, p, n in db.execute(_PHASE_COUNTS.format(""))]
+        return db.execute(_PHASE_COUNTS.format("")).fetchall()
     if not configs:
         return []
-    return [(c, p, int(n)) for c, p, n in db.execute(_PHASE_COUNTS.format(_OF_CONFIGS), [json.dumps(list(configs))])]
+    return db.execute(_PHASE_COUNTS.format(_OF_CONFIGS), [json.dumps(list(configs))]).fetchall()
 
 
 def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
@@ -128,12 +128,11 @@ def ending_rows(
     db: sqlite_utils.Database, configs: Collection[str] | None = None
 ) -> list[tuple[str, str, float | None, int, float]]:
     """The `endings` rows (config, outcome, duration bucket, ends, their seconds summed), of every
-    config or only of `configs`."""
+    config or only of `configs`: a config's rows in the same order whichever is asked."""
     if configs is None:
-        found = db.execute(_ENDING_ROWS).fetchall()
-    else:
-        found = [row for c in configs for row in db.execute(_ENDING_ROWS_OF, (f"{c} ", f"{c}!", c))]
-    return [(c, outcome, le, int(n), float(seconds or 0.0)) for c, outcome, le, n, seconds in found]
+        return db.execute(_ENDING_ROWS.format("")).fetchall()
+    of_config = _ENDING_ROWS.format(_OF_CONFIG)
+    return [row for c in configs for row in db.execute(of_config, (f"{c} ", f"{c}!", c))]
 
 
 def configs_of(db: sqlite_utils.Database, streams: Collection[str]) -> set[str]:

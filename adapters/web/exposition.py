@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
+from itertools import groupby
 from typing import Any
 
 from prometheus_client import generate_latest
-from prometheus_client.core import Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from adapters.web import metrics
 from projections import files, history_queries
@@ -74,8 +75,8 @@ class HistoryText:
 
     def __init__(self) -> None:
         self.at: Tracked | None = None
-        self.deployments = PerConfig(metrics.deployments_family, metrics.add_phases)
-        self.finished = PerConfig(metrics.finished_family, metrics.add_finished)
+        self.deployments = PerConfig(metrics.deployments_family, _add_phases)
+        self.finished = PerConfig(metrics.finished_family, _add_finished)
         self.durations = Durations()
 
     def read(self, store: Any) -> None:
@@ -85,15 +86,15 @@ class HistoryText:
             configs = self._touched(store, db, at)
             counts = history_queries.phase_counts(db, configs)
             endings = history_queries.ending_rows(db, configs)
-        phases: dict[str, list[tuple[str, int]]] = {}
-        for config, phase, n in counts:  # in config then phase order
-            phases.setdefault(config, []).append((phase, n))
-        ends: dict[str, set[tuple[str, float | None, int, float]]] = {}
-        for config, *row in endings:  # one row per outcome and bucket: a set compares in any order
-            ends.setdefault(config, set()).add(tuple(row))  # type: ignore[arg-type]
-        self.deployments.update({c: tuple(rows) for c, rows in phases.items()}, configs)
-        self.finished.update({c: _finished(rows) for c, rows in ends.items()}, configs)
-        self.durations.update({c: frozenset(rows) for c, rows in ends.items()}, configs)
+        # Each config's rows, in the order the queries give them whether all configs are read or some.
+        phases = {c: tuple(rows) for c, rows in groupby(counts, key=_config)}  # a config's rows together
+        grouped: dict[str, list[tuple[Any, ...]]] = {}
+        for row in endings:
+            grouped.setdefault(row[0], []).append(row)
+        ends = {c: tuple(rows) for c, rows in grouped.items()}
+        self.deployments.update(phases, configs)
+        self.finished.update(ends, configs)
+        self.durations.update(ends, configs)
         self.at = at
 
     def parts(self) -> list[bytes]:
@@ -116,18 +117,18 @@ class HistoryText:
 
 
 class PerConfig:
-    """One family's sample lines for each config, formatted again only for a config whose values changed."""
+    """One family's sample lines for each config, formatted again only for a config whose rows changed."""
 
     def __init__(self, family: Callable[[], Metric], add: Callable[[Any, str, Any], None]) -> None:
         self.family = family
-        self.add = add  # add(family, config, values): that config's samples
+        self.add = add  # add(family, config, rows): that config's samples, from its rows
         self.header = _formatted(family())  # HELP and TYPE
         self.lines: dict[str, tuple[Any, bytes]] = {}
         self._order: list[str] = []  # the configs in self.lines, sorted
         self._text: bytes | None = None
 
     def update(self, values: dict[str, Any], configs: Collection[str] | None) -> None:
-        """The `values` of each config in `configs` (None: every config); one left out has no samples."""
+        """The rows (`values`) of each config in `configs` (None: every config); one left out has no samples."""
         scope = self.lines.keys() | values.keys() if configs is None else configs
         changed = []
         for config in scope:
@@ -172,13 +173,13 @@ class Durations:
     (history_queries.duration_buckets)."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, frozenset[tuple[Any, ...]]] = {}
+        self.rows: dict[str, tuple[Any, ...]] = {}
         self.counts: Counter[float | None] = Counter()
         self.seconds = 0  # in units of 2**-EXACT
 
-    def update(self, rows: dict[str, frozenset[tuple[Any, ...]]], configs: Collection[str] | None) -> None:
+    def update(self, rows: dict[str, tuple[Any, ...]], configs: Collection[str] | None) -> None:
         for config in self.rows.keys() | rows.keys() if configs is None else configs:
-            old, new = self.rows.pop(config, frozenset()), rows.get(config, frozenset())
+            old, new = self.rows.pop(config, ()), rows.get(config, ())
             if old != new:
                 self._add(old, -1)
                 self._add(new, 1)
@@ -194,9 +195,12 @@ class Durations:
         return metrics.duration_family(cumulative, sum(self.counts.values()), seconds)
 
     def _add(self, rows: Iterable[tuple[Any, ...]], sign: int) -> None:
-        for _, le, n, seconds in rows:
-            self.counts[le] += sign * n
-            self.seconds += sign * _exact(seconds)
+        counts, exact = self.counts, 0
+        for _, _, le, n, seconds in rows:
+            counts[le] += sign * n
+            num, den = seconds.as_integer_ratio()  # den is a power of two
+            exact += num << (EXACT + 1 - den.bit_length())
+        self.seconds += sign * exact
 
 
 class _Only:
@@ -213,15 +217,16 @@ def _formatted(*families: Metric) -> bytes:
     return generate_latest(_Only(*families))  # type: ignore[arg-type]
 
 
-def _exact(seconds: float) -> int:
-    """`seconds` in units of 2**-EXACT, exactly."""
-    n, d = seconds.as_integer_ratio()  # d is a power of two
-    return n << (EXACT - d.bit_length() + 1)
+def _config(row: tuple[Any, ...]) -> Any:
+    return row[0]
 
 
-def _finished(rows: Iterable[tuple[str, float | None, int, float]]) -> tuple[int, int]:
-    """(ends complete, ends failed) from a config's `endings` rows (outcome, le, count, seconds)."""
-    ends = Counter[str]()
-    for outcome, _, n, _ in rows:
-        ends[outcome] += n
-    return ends["complete"], ends["failed"]
+def _add_phases(family: GaugeMetricFamily, config: str, rows: tuple[tuple[str, str, int], ...]) -> None:
+    """The config's deployments in each phase, from its (config, phase, n) rows."""
+    metrics.add_phases(family, config, [(phase, n) for _, phase, n in rows])
+
+
+def _add_finished(family: CounterMetricFamily, config: str, rows: tuple[tuple[Any, ...], ...]) -> None:
+    """The config's ends (complete, failed), summed from its `endings` rows."""
+    complete = sum(row[3] for row in rows if row[1] == "complete")
+    metrics.add_finished(family, config, (complete, sum(row[3] for row in rows) - complete))
