@@ -70,6 +70,7 @@ import math
 import os
 import random
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -91,9 +92,9 @@ from adapters.runtime.procs import is_alive, signal_group
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_notify  # noqa: E402 - bench/chaos_notify.py: the notification sink of the run
+from cli_server import Child, ForkedCli, FreshCli  # noqa: E402 - bench/cli_server.py: how commands start
 
 REPO = Path(__file__).resolve().parents[1]
-ROLLOUTS = [sys.executable, "-m", "adapters.cli"]
 STEP_NAME = re.compile(r"^(?P<config>[a-z0-9-]+?)-(?P<version>\d+)-(?:deploy|hook-pre|hook-post)-\d+(?:-\d+)?$")
 OPEN_PHASES = ("New", "Pending", "Running")
 FAIL_VAR = {"deploy": "FAIL_DEPLOY", "pre": "FAIL_PRE", "post": "FAIL_POST"}
@@ -217,7 +218,7 @@ class Conf:
 @dataclass
 class Controller:
     slot: int
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | Child | None = None
     log: Path | None = None
     generation: int = 0
     killed: bool = False
@@ -270,7 +271,7 @@ class Chaos:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.env = env
         self.lock = threading.Lock()
-        self.procs: set[subprocess.Popen[Any]] = set()
+        self.commands: ForkedCli | FreshCli | None = None  # started by run()
         self.ops: list[Op] = []
         self.op_ids = 0
         self.versions = 0  # versions printed by commands (triggered rollouts)
@@ -291,20 +292,9 @@ class Chaos:
         """Run `rollouts ARGS` to its end; (None, ...) if it had to be killed."""
         if self.stopping:
             raise Interrupted
-        argv = [*ROLLOUTS, *(["--as", actor] if actor else []), *args]
-        proc = subprocess.Popen(argv, cwd=self.work, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        with self.lock:
-            self.procs.add(proc)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-            return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            return None, out.decode(errors="replace"), err.decode(errors="replace") + "\n(killed: timed out)"
-        finally:
-            with self.lock:
-                self.procs.discard(proc)
+        assert self.commands is not None
+        rc, out, err, _ = self.commands.run([*(["--as", actor] if actor else []), *args], timeout)
+        return rc, out, err
 
     def json_of(self, args: list[str]) -> Any:
         rc, out, err = self.cli([*args, "-o", "json"], timeout=900)
@@ -316,9 +306,10 @@ class Chaos:
         c.generation += 1
         c.log = self.logs / f"controller-{c.slot}-{c.generation}.log"
         actor = f"chaos-controller-{c.slot}"
-        argv = [*ROLLOUTS, "--as", actor, "controller", "run", "--interval", "0.05", "-q"]
+        argv = ["--as", actor, "controller", "run", "--interval", "0.05", "-q"]
         with open(c.log, "wb") as log:
-            c.proc = subprocess.Popen(argv, cwd=self.work, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            assert self.commands is not None
+            c.proc = self.commands.spawn(argv, log.fileno(), log.fileno())
         c.killed = False
 
     def kill_controller(self, c: Controller, *, delay: float) -> bool:
@@ -421,18 +412,13 @@ class Chaos:
     def cleanup(self) -> None:
         """Stop everything this run started: commands, controllers, shims, deployer groups."""
         self.stopping = True
-        with self.lock:
-            procs = list(self.procs)
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
         for c in self.controllers:
             if c.proc is not None and c.proc.poll() is None:
                 c.proc.kill()
-                c.proc.wait()
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)
+                with contextlib.suppress(RuntimeError):  # (the fork server died: its children are gone with it)
+                    c.proc.wait()
+        if self.commands is not None:
+            self.commands.close()  # kills the commands still running
         for row in self.runtime_rows("WHERE shim_pid IS NOT NULL OR pgid IS NOT NULL"):
             if is_alive(row["shim_pid"], row["shim_start"]):
                 with contextlib.suppress(ProcessLookupError):
@@ -987,6 +973,10 @@ class Chaos:
 
     def run(self) -> int:
         verdict = self.verdict
+        if self.args.cli == "fork":
+            self.commands = ForkedCli(self.work, self.env, self.logs / "cli-server.log")
+        else:
+            self.commands = FreshCli(self.work, self.env)
         self.setup()
         self.maintain_controllers(verdict)
         self.issue(verdict)
@@ -1025,6 +1015,7 @@ class Chaos:
             **{k: v for k, v in extra.items() if k.startswith("notifications")},
             "configs": self.args.configs,
             "store": "postgresql" if self.args.store else "sqlite",
+            "cli": self.args.cli,
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
             "controller_kills": self.counts["controller_kills"],
             "shim_kills": self.counts["shim_kills"],
@@ -1036,6 +1027,11 @@ class Chaos:
         failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
         exits = Counter(f"{op.kind}:{op.rc}" for op in self.ops if op.kind in WRITES)
         print(json.dumps({"exit_codes": dict(sorted(exits.items()))}), file=sys.stderr)
+        if self.commands is not None and self.commands.cpu_by:  # (known with --cli fork: the server reaps them)
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = {"this driver": round(own.ru_utime + own.ru_stime, 1)}
+            cpu.update((k, round(v, 1)) for k, v in self.commands.cpu_by.most_common())
+            print(json.dumps({"cpu_seconds_by_command": cpu}), file=sys.stderr)
         if verdict.details:
             print(json.dumps({"details": {k: v[:20] for k, v in verdict.details.items()}}, indent=1), file=sys.stderr)
         self.keep = self.args.keep or failed
@@ -1096,6 +1092,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--minutes", type=float, default=1.0, help="stop issuing after this long in any case")
     p.add_argument("--workers", type=int, default=4, help="CLI commands running at once")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory even on success")
+    p.add_argument(
+        "--cli",
+        choices=("fork", "spawn"),
+        default="fork",
+        help="start each command forked from a warm interpreter (bench/cli_server.py, the default) or as a fresh one",
+    )
     p.add_argument(
         "--restore-log",
         action="store_true",
