@@ -940,6 +940,9 @@ class Chaos:
         for e in live["events"]:
             by_actor[e.get("actor") or ""].append(e)
         in_history = {(c, row["version"]) for c, rows in live["history"].items() for row in rows}
+        streams: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+        for e in sorted(live["events"], key=lambda e: e["position"]):
+            streams[(e["config"], e["version"])].append(e)
         printed: set[tuple[str, int]] = set()
         for op in self.ops:
             if op.kind not in WRITES or op.rc is None:
@@ -962,7 +965,10 @@ class Chaos:
                 if op.read_back is False:
                     verdict.add("lost_writes", {"op": op.id, "args": op.args, "not_read_back": op.version})
             expected = EXPECTED_TYPE.get(op.kind) or ("SpecChanged" if op.updated else None)
-            if expected and not types[expected]:
+            if op.kind == "cancel":  # per version it printed: asking again what is already asked writes nothing
+                for version in not_cancel_requested(op, streams):
+                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "out": op.out, "version": version})
+            elif expected and not types[expected]:
                 verdict.add("lost_writes", {"op": op.id, "args": op.args, "out": op.out, "events": dict(types)})
             if op.kind == "config_set" and not op.updated and mine:
                 verdict.add("phantom_writes", {"op": op.id, "args": op.args, "out": op.out, "events": dict(types)})
@@ -1061,6 +1067,23 @@ def late(op: Op) -> bool:
     """Whether a freeze op ended after its own --until (a loaded machine: the command took that long)."""
     until = op.args[op.args.index("--until") + 1] if "--until" in op.args else None
     return until is not None and op.t1 >= datetime.fromisoformat(until).timestamp()
+
+
+def not_cancel_requested(op: Op, streams: dict[tuple[str, int], list[dict[str, Any]]]) -> list[int]:
+    """The versions a `rollout cancel` that exited 0 printed whose cancel the log does not hold by the time
+    the command ended: neither its own CancelRequested nor one before it (a cancel of a deployment
+    whose cancel is already requested is acknowledged and appends nothing), or a retry since."""
+    printed = [int(v) for v in re.findall(r"\d+", op.out.partition(" version ")[2])]
+    missing = []
+    for version in printed:
+        last = None
+        for e in streams.get((op.config, version), []):  # in log order
+            asked = e["type"] in ("CancelRequested", "RetryRequested")
+            if asked and (e["actor"] == op.actor or (epoch(e["timestamp"]) or math.inf) <= op.t1):
+                last = e["type"]
+        if last != "CancelRequested":
+            missing.append(version)
+    return missing if printed else [0]  # (no version printed: nothing to show for the exit 0)
 
 
 def collect_names(value: Any, into: set[str]) -> None:

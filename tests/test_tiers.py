@@ -14,6 +14,7 @@ TESTS = Path(__file__).resolve().parent
 FAST = {
     "test_tiers.py",
     "unit/test_audit.py",
+    "unit/test_chaos_checks.py",
     "unit/test_chain.py",
     "unit/test_config_rules.py",
     "unit/test_deployment_phases.py",
