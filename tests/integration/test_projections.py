@@ -686,6 +686,35 @@ def test_a_view_swapped_and_removed_between_a_readers_open_and_first_read_is_ope
     close_store(rebuilder)
 
 
+def test_a_catch_up_that_fed_a_file_a_rebuild_swapped_out_meanwhile_catches_up_the_new_one(
+    random_home: tuple[Log, Dump], tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read-your-writes across a rebuild: a reader's catch-up resolved the live file, then a rebuild that had
+    started before the newest events swapped in its file (behind them), and the catch-up fed the old one."""
+    log, _ = random_home
+    reader = log.store()
+    reader.catch_up()
+    before = log.head()
+    bulk_history(log, random.Random(7), 30, prefix="after-", configs=2, per_save=5)  # the writes to read back
+    feed = reader._feed
+    swapped: list[int] = []
+
+    def rebuilt_meanwhile(dbs: dict[str, Any], start: int, until: int) -> None:
+        if not swapped:  # a rebuild from before the writes: its file stands at `before`
+            swapped.append(until)
+            other = log.store(source=Prefix(RecorderSource(log.app.recorder), before))
+            other.rebuild(shadow=True)
+            close_store(other)
+        feed(dbs, start, until)
+
+    monkeypatch.setattr(reader, "_feed", rebuilt_meanwhile)
+    reader.catch_up()
+    assert swapped == [log.head()] and log.head() > before
+    assert positions(reader) == {p.name: log.head() for p in ALL}
+    assert_same(dump(reader), fresh(log, tmp / "fresh"))
+    close_store(reader)
+
+
 def unusual_history(log: Log) -> None:
     """Events whose stored text SQLite cannot turn into the audit row as Python does, or cannot read."""
     app = log.app
