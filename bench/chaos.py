@@ -3,6 +3,7 @@
 
     python bench/chaos.py --seed 1 --configs 3 --rollouts 20 --controllers 2 --minutes 1
     python bench/chaos.py --seed 2 --store postgresql://postgres@127.0.0.1:5432/test   (the log in a fresh schema)
+    python bench/chaos.py --seed 3 --scale --rollouts 2500 --minutes 30                (many rollouts: see below)
 
 What runs, all as real processes against one home:
 
@@ -55,6 +56,22 @@ what is still open if it does not settle alone), and the run checks:
   "error: OperationalError: ..."); reported without failing the run: stale_refusals (a
   write refused by a phase rule; a torn read not decided again shows here, but so does a
   legitimate refusal, such as a retry of a deployment that is still running).
+
+How commands start (`--cli`): by default each command, and each controller, is a child forked by
+one warm interpreter (bench/cli_server.py) that runs the real entry point, `adapters.cli.main()`,
+with its argv: a process of its own (pid, stdin from /dev/null, its own stdout and stderr, exit
+code, SIGKILLed at a timeout or by the chaos), sharing only the interpreter's start-up and imports
+(a SQLite `config list`: ~0.05 s of CPU forked, ~0.45 s as a fresh interpreter). `--cli spawn` starts each as
+`python -m adapters.cli` as before. With the fork server, stderr ends with the CPU seconds of the
+commands by command (controllers included; not the shims and deployers they start).
+
+`--scale`, the profile for many rollouts: 24 configs (rollouts of different configs run side by
+side; one config's steps never do), a mix of commands weighted to triggering (`latest --supersede`
+mostly), `resume`/`unfreeze` aimed at a config known to be paused or frozen, steps and hooks that
+sleep 0.02-0.2 s, freezes of 2-8 s, and a projections backup and restore per 150 rollouts. Each
+kind of chaos comes about as often per rollout as in the default profile (per 300 rollouts: ~25
+kills, ~20 rebuilds, ~15 corruptions, ~30 freezes, 2 restores); every check is the same. Here
+(2 busy cores) a 300-rollout run takes ~1 min on SQLite and ~2 on PostgreSQL.
 
 The last line of stdout is one JSON object; the exit status is 1 on any violation. Every
 process started here is stopped on exit, Ctrl-C and SIGTERM included. The temporary
@@ -121,9 +138,57 @@ WEIGHTS = {
     "freeze": 5,
     "unfreeze": 4,
 }
+FREEZE_SECONDS = (5, 10, 20, None)  # a freeze's length (from its command's start); None: until an unfreeze
+LIFTS = {"resume": "pause", "unfreeze": "freeze"}  # --scale: these lift what an earlier op set, if any is known
+# --scale: as many of each kind of chaos per rollout, in a mix where most commands trigger one
+# (many configs, so that few are refused for a rollout in progress), and shorter steps.
+SCALE_WEIGHTS = {
+    "latest_supersede": 55,
+    "latest": 20,
+    "undo": 4,
+    "config_set": 8,
+    "cancel": 3,
+    "retry": 3,
+    "pause": 1,
+    "resume": 2,
+    "read": 2,
+    "kill_controller": 3,
+    "kill_shim": 6,
+    "delete": 6,
+    "rebuild": 2,
+    "rebuild_shadow": 2,
+    "corrupt_view": 4,
+    "freeze": 7,
+    "unfreeze": 6,
+}
 # Progress points (fraction of the rollouts or of the time, whichever is further).
 BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and restore only
 RESTORES = (0.4, 0.8)
+SCALE_ROLLOUTS_PER_RESTORE = 150  # --scale: a backup and a restore per this many rollouts (as 300 have 2)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a run is made of: the op mix, configs and commands at once, and how long steps sleep."""
+
+    weights: dict[str, int]
+    configs: int
+    workers: int
+    step_sleeps: tuple[float, ...]
+    hook_sleeps: tuple[float, ...]
+    freeze_seconds: tuple[float | None, ...]
+
+    def restore_points(self, rollouts: int, scale: bool) -> tuple[list[float], list[float]]:
+        """Where the projections are copied and put back (the first restore puts the log back with --restore-log)."""
+        if not scale:
+            pairs = len(BACKUPS) if rollouts >= 100 else 1
+            return list(BACKUPS[:pairs]), list(RESTORES[:pairs])
+        pairs = max(1, round(rollouts / SCALE_ROLLOUTS_PER_RESTORE))
+        return [(i + 0.3) / pairs for i in range(pairs)], [(i + 0.8) / pairs for i in range(pairs)]
+
+
+DEFAULT = Profile(WEIGHTS, 3, 4, (0.1, 0.2, 0.3, 0.4, 0.5), (0.1, 0.2, 0.3), FREEZE_SECONDS)
+SCALE = Profile(SCALE_WEIGHTS, 24, 4, (0.02, 0.05, 0.1, 0.2), (0.02, 0.05, 0.1), (2, 4, 8, None))
 # Every kind of chaos happens at least once, even in a tiny run: forced once past these points.
 FORCED = {
     "kill_controller": 0.2,
@@ -152,7 +217,6 @@ WRITES = (
     "freeze",
     "unfreeze",
 )
-FREEZE_SECONDS = (5, 10, 20, None)  # a freeze's length (from its command's start); None: until an unfreeze
 EXPECTED_TYPE = {
     "latest": "RolloutTriggered",
     "latest_supersede": "RolloutTriggered",
@@ -247,6 +311,9 @@ class Chaos:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
+        self.profile = SCALE if args.scale else DEFAULT
+        self.configs_count: int = args.configs or self.profile.configs
+        self.workers: int = args.workers or self.profile.workers
         self.tmp = Path(tempfile.mkdtemp(prefix=f"rollouts-chaos-{args.seed}-"))
         self.home = self.tmp / "home"
         self.gt = self.tmp / "ground-truth"
@@ -278,6 +345,7 @@ class Chaos:
         self.counts: Counter[str] = Counter()
         self.stopping = False
         self.configs: list[Conf] = []
+        self.held: dict[str, set[str]] = {"pause": set(), "freeze": set()}  # configs paused, frozen (as far as known)
         self.controllers = [Controller(i) for i in range(args.controllers)]
         self.journal = open(self.tmp / "ops.jsonl", "w")  # noqa: SIM115 - closed in cleanup()
         self.started = time.monotonic()
@@ -450,7 +518,7 @@ class Chaos:
         if rc != 0:
             raise RuntimeError(f"notify add failed: {rc} {err.strip()}")
         create_ops = []
-        for i in range(self.args.configs):
+        for i in range(self.configs_count):
             name = f"chaos-{i}"
             trigger = "config-change" if rng.random() < 0.25 else "manual"
             args = ["config", "create", name, "--trigger", trigger, "--env", "NOISE=0"]
@@ -471,10 +539,10 @@ class Chaos:
             raise RuntimeError(f"config create failed: {failed[0].rc} {failed[0].err.strip()}")
 
     def sleep(self) -> float:
-        return round(self.rng.choice((0.1, 0.2, 0.3, 0.4, 0.5)), 1)
+        return self.rng.choice(self.profile.step_sleeps)
 
     def hook(self, which: str) -> str:
-        return shlex.join(["sh", "-c", step_script(self.gt, round(self.rng.choice((0.1, 0.2, 0.3)), 1), which)])
+        return shlex.join(["sh", "-c", step_script(self.gt, self.rng.choice(self.profile.hook_sleeps), which)])
 
     # -- issuing -------------------------------------------------------------
 
@@ -487,11 +555,16 @@ class Chaos:
     def draw(self, kind: str | None = None) -> Op:
         """The next command, every choice from the seeded generator."""
         rng = self.rng
-        kind = kind or rng.choices(list(WEIGHTS), list(WEIGHTS.values()))[0]
+        weights = self.profile.weights
+        kind = kind or rng.choices(list(weights), list(weights.values()))[0]
         conf = rng.choice(self.configs)
         name = conf.name
         pick = rng.random()
         check_read = rng.random() < 0.25
+        if self.args.scale and kind in LIFTS:  # of 24 configs, one at random is seldom the one paused or frozen
+            with self.lock:
+                held = sorted(self.held[LIFTS[kind]])
+            name = held[int(pick * len(held))] if held else name
         if kind in ("latest", "latest_supersede"):
             args = ["rollout", "latest", name, "--reason", f"chaos {self.op_ids + 1}"]
             args += ["--supersede"] if kind == "latest_supersede" else []
@@ -552,7 +625,8 @@ class Chaos:
                 target = rows[int(op.pick * len(rows))]["name"]
                 op.args = ["deployers", "delete", target]
             if op.kind == "freeze":
-                seconds = FREEZE_SECONDS[int(op.pick * len(FREEZE_SECONDS))]
+                lengths = self.profile.freeze_seconds
+                seconds = lengths[int(op.pick * len(lengths))]
                 if seconds is not None:
                     op.args = [*op.args, "--until", datetime.fromtimestamp(time.time() + seconds, UTC).isoformat()]
             op.rc, op.out, op.err = self.cli(op.args, actor=op.actor)
@@ -590,6 +664,12 @@ class Chaos:
             self.counts[op.kind] += 1
         elif op.kind == "freeze":
             self.counts["freeze_kept"] += 1  # (set back to 0 by a log restore)
+        if op.kind in ("pause", "freeze") and "--all" not in op.args:
+            with self.lock:
+                self.held[op.kind].add(op.config)  # type: ignore[arg-type]
+        elif op.kind in LIFTS and "--all" not in op.args:
+            with self.lock:
+                self.held[LIFTS[op.kind]].discard(op.config)  # type: ignore[arg-type]
         if op.version is not None:
             with self.lock:
                 self.versions += 1
@@ -685,12 +765,11 @@ class Chaos:
     def issue(self, verdict: Verdict) -> None:
         self.issue_start = time.monotonic()
         deadline = self.issue_start + self.args.minutes * 60
-        pairs = len(BACKUPS) if self.args.rollouts >= 100 else 1
-        backups, restores = list(BACKUPS[:pairs]), list(RESTORES[:pairs])
+        backups, restores = self.profile.restore_points(self.args.rollouts, self.args.scale)
         forced = dict(FORCED)
         inflight: set[Future[Op]] = set()
         last_report = time.monotonic()
-        with ThreadPoolExecutor(self.args.workers) as pool:
+        with ThreadPoolExecutor(self.workers) as pool:
             try:
                 while self.versions < self.args.rollouts and time.monotonic() < deadline:
                     self.maintain_controllers(verdict)
@@ -709,7 +788,7 @@ class Chaos:
                     for f in done:
                         f.result()
                     inflight -= done
-                    if len(inflight) >= self.args.workers:
+                    if len(inflight) >= self.workers:
                         wait(inflight, timeout=0.05, return_when=FIRST_COMPLETED)
                         continue
                     due = [k for k, at in forced.items() if progress >= at and not self.did(k) and self.can(k)]
@@ -1019,7 +1098,8 @@ class Chaos:
             "claims_in_freeze": verdict.count("claims_in_freeze"),
             "freezes": self.counts["freezes"],
             **{k: v for k, v in extra.items() if k.startswith("notifications")},
-            "configs": self.args.configs,
+            "configs": self.configs_count,
+            "profile": "scale" if self.args.scale else "default",
             "store": "postgresql" if self.args.store else "sqlite",
             "cli": self.args.cli,
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
@@ -1109,11 +1189,16 @@ def drop_schema(url: str, schema: str) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--configs", type=int, default=3)
+    p.add_argument("--configs", type=int, help="configs to run (default 3; 24 with --scale)")
     p.add_argument("--rollouts", type=int, default=20, help="stop issuing once this many versions were triggered")
     p.add_argument("--controllers", type=int, default=2)
     p.add_argument("--minutes", type=float, default=1.0, help="stop issuing after this long in any case")
-    p.add_argument("--workers", type=int, default=4, help="CLI commands running at once")
+    p.add_argument("--workers", type=int, help="CLI commands running at once (default 4)")
+    p.add_argument(
+        "--scale",
+        action="store_true",
+        help="the profile for many rollouts: more configs, a mix of commands weighted to triggering, shorter steps",
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary directory even on success")
     p.add_argument(
         "--cli",
@@ -1137,7 +1222,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--restore-log puts back a copy of a SQLite log: it does not combine with --store")
     if args.store and not args.store.startswith(("postgresql://", "postgres://")):
         p.error("--store takes a postgresql:// URL")
-    if min(args.configs, args.rollouts, args.controllers, args.workers) < 1 or args.minutes <= 0:
+    given = [n for n in (args.configs, args.workers) if n is not None]
+    if min(args.rollouts, args.controllers, *given) < 1 or args.minutes <= 0:
         p.error("--configs, --rollouts, --controllers, --workers and --minutes must be positive")
     return args
 
