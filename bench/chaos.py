@@ -61,9 +61,9 @@ How commands start (`--cli`): by default each command, and each controller, is a
 one warm interpreter (bench/cli_server.py) that runs the real entry point, `adapters.cli.main()`,
 with its argv: a process of its own (pid, stdin from /dev/null, its own stdout and stderr, exit
 code, SIGKILLed at a timeout or by the chaos), sharing only the interpreter's start-up and imports
-(a SQLite `config list`: ~0.05 s of CPU forked, ~0.45 s as a fresh interpreter). `--cli spawn` starts each as
-`python -m adapters.cli` as before. With the fork server, stderr ends with the CPU seconds of the
-commands by command (controllers included; not the shims and deployers they start).
+(a SQLite `config list`: ~0.05 s of CPU forked, ~0.45 s as a fresh interpreter). `--cli spawn`
+starts each as `python -m adapters.cli` as before. With the fork server, stderr ends with the CPU
+seconds of the commands by command (controllers included; not the shims and deployers they start).
 
 `--scale`, the profile for many rollouts: 24 configs (rollouts of different configs run side by
 side; one config's steps never do), a mix of commands weighted to triggering (`latest --supersede`
@@ -164,7 +164,6 @@ SCALE_WEIGHTS = {
 # Progress points (fraction of the rollouts or of the time, whichever is further).
 BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and restore only
 RESTORES = (0.4, 0.8)
-SCALE_ROLLOUTS_PER_RESTORE = 150  # --scale: a backup and a restore per this many rollouts (as 300 have 2)
 
 
 @dataclass(frozen=True)
@@ -177,18 +176,19 @@ class Profile:
     step_sleeps: tuple[float, ...]
     hook_sleeps: tuple[float, ...]
     freeze_seconds: tuple[float | None, ...]
+    rollouts_per_restore: int | None  # a backup and a restore per this many rollouts; None: BACKUPS, RESTORES
 
-    def restore_points(self, rollouts: int, scale: bool) -> tuple[list[float], list[float]]:
+    def restore_points(self, rollouts: int) -> tuple[list[float], list[float]]:
         """Where the projections are copied and put back (the first restore puts the log back with --restore-log)."""
-        if not scale:
+        if self.rollouts_per_restore is None:
             pairs = len(BACKUPS) if rollouts >= 100 else 1
             return list(BACKUPS[:pairs]), list(RESTORES[:pairs])
-        pairs = max(1, round(rollouts / SCALE_ROLLOUTS_PER_RESTORE))
+        pairs = max(1, round(rollouts / self.rollouts_per_restore))
         return [(i + 0.3) / pairs for i in range(pairs)], [(i + 0.8) / pairs for i in range(pairs)]
 
 
-DEFAULT = Profile(WEIGHTS, 3, 4, (0.1, 0.2, 0.3, 0.4, 0.5), (0.1, 0.2, 0.3), FREEZE_SECONDS)
-SCALE = Profile(SCALE_WEIGHTS, 24, 4, (0.02, 0.05, 0.1, 0.2), (0.02, 0.05, 0.1), (2, 4, 8, None))
+DEFAULT = Profile(WEIGHTS, 3, 4, (0.1, 0.2, 0.3, 0.4, 0.5), (0.1, 0.2, 0.3), FREEZE_SECONDS, None)
+SCALE = Profile(SCALE_WEIGHTS, 24, 4, (0.02, 0.05, 0.1, 0.2), (0.02, 0.05, 0.1), (2, 4, 8, None), 150)
 # Every kind of chaos happens at least once, even in a tiny run: forced once past these points.
 FORCED = {
     "kill_controller": 0.2,
@@ -765,7 +765,7 @@ class Chaos:
     def issue(self, verdict: Verdict) -> None:
         self.issue_start = time.monotonic()
         deadline = self.issue_start + self.args.minutes * 60
-        backups, restores = self.profile.restore_points(self.args.rollouts, self.args.scale)
+        backups, restores = self.profile.restore_points(self.args.rollouts)
         forced = dict(FORCED)
         inflight: set[Future[Op]] = set()
         last_report = time.monotonic()
