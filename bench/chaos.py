@@ -3,7 +3,7 @@
 
     python bench/chaos.py --seed 1 --configs 3 --rollouts 20 --controllers 2 --minutes 1
     python bench/chaos.py --seed 2 --store postgresql://postgres@127.0.0.1:5432/test   (the log in a fresh schema)
-    python bench/chaos.py --seed 3 --scale --rollouts 2500 --minutes 30                (many rollouts: see below)
+    python bench/chaos.py --seed 3 --scale --rollouts 2500 --minutes 40                (many rollouts: see below)
 
 What runs, all as real processes against one home:
 
