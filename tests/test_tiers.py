@@ -38,10 +38,10 @@ FAST = {
     "integration/test_cli_errors.py",
     "integration/test_cli_verbs.py",
     "integration/test_events_paging.py",
+    "integration/test_sink_server.py",
     "integration/test_notify_cli.py",
     "integration/test_projections.py",
     "integration/test_serve_routes.py",
-    "integration/test_sink_server.py",
     "property/test_model.py",
 }
 
