@@ -48,6 +48,18 @@ def _first(row: Any) -> Any:
     return next(iter(row.values())) if isinstance(row, dict) else row[0]
 
 
+TABLES_LOCK = 7262012  # PostgreSQL advisory lock: the lease tables are created under it
+
+
+def create_table(datastore: Any, postgres: bool, ddl: str) -> None:
+    """Run a CREATE TABLE IF NOT EXISTS. In PostgreSQL two of them at once collide (a unique violation
+    on pg_type: controllers starting together on a new store), so there it runs under an advisory lock."""
+    with datastore.transaction(commit=True) as cursor:
+        if postgres:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (TABLES_LOCK,))
+        cursor.execute(ddl)
+
+
 class Leases:
     """One row per claimant: when it last proved it was alive."""
 
@@ -60,8 +72,10 @@ class Leases:
         self.now = POSTGRES_NOW if self.postgres else SQLITE_NOW
         self.mark = "%s" if self.postgres else "?"
         self.renewed = 0.0
-        self._execute(
-            f"CREATE TABLE IF NOT EXISTS {self.table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION)"
+        create_table(
+            self.datastore,
+            self.postgres,
+            f"CREATE TABLE IF NOT EXISTS {self.table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION)",
         )
 
     def _execute(self, sql: str, params: tuple[Any, ...] = (), *, fetch: bool = False) -> list[Any]:

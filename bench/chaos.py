@@ -3,6 +3,7 @@
 
     python bench/chaos.py --seed 1 --configs 3 --rollouts 20 --controllers 2 --minutes 1
     python bench/chaos.py --seed 2 --store postgresql://postgres@127.0.0.1:5432/test   (the log in a fresh schema)
+    python bench/chaos.py --seed 3 --scale --rollouts 2500 --minutes 40                (many rollouts: see below)
 
 What runs, all as real processes against one home:
 
@@ -56,6 +57,23 @@ what is still open if it does not settle alone), and the run checks:
   write refused by a phase rule; a torn read not decided again shows here, but so does a
   legitimate refusal, such as a retry of a deployment that is still running).
 
+How commands start (`--cli`): by default each command, and each controller, is a child forked by
+one warm interpreter (bench/cli_server.py) that runs the real entry point, `adapters.cli.main()`,
+with its argv: a process of its own (pid, stdin from /dev/null, its own stdout and stderr, exit
+code, SIGKILLed at a timeout or by the chaos), sharing only the interpreter's start-up and imports
+(a SQLite `config list`: ~0.05 s of CPU forked, ~0.45 s as a fresh interpreter). `--cli spawn`
+starts each as `python -m adapters.cli` as before. With the fork server, stderr ends with the CPU
+seconds of the commands by command (controllers included; not the shims and deployers they start).
+
+`--scale`, the profile for many rollouts: 24 configs (rollouts of different configs run side by
+side; one config's steps never do), a mix of commands weighted to triggering (`latest --supersede`
+mostly), `resume`/`unfreeze` aimed at a config known to be paused or frozen, steps and hooks that
+sleep 0.02-0.2 s, freezes of 2-8 s, and a projections backup and restore per 150 rollouts. Each
+kind of chaos comes about as often per rollout as in the default profile (per 300 rollouts, seen
+here: 19-29 kills, 17-22 rebuilds, 8-21 corruptions, 24-33 freezes, 2 restores; by default: 24-37,
+20, 15-19, 31-41, 2); every check is the same. Here (2 busy cores) a 300-rollout run takes ~1.5
+min on SQLite and ~2.5 on PostgreSQL, a 1,000-rollout one ~4.5 min on SQLite.
+
 The last line of stdout is one JSON object; the exit status is 1 on any violation. Every
 process started here is stopped on exit, Ctrl-C and SIGTERM included. The temporary
 directory is removed on success and kept (its path printed on stderr) otherwise.
@@ -70,6 +88,7 @@ import math
 import os
 import random
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -91,9 +110,9 @@ from adapters.runtime.procs import is_alive, signal_group
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_notify  # noqa: E402 - bench/chaos_notify.py: the notification sink of the run
+from cli_server import Child, ForkedCli, FreshCli  # noqa: E402 - bench/cli_server.py: how commands start
 
 REPO = Path(__file__).resolve().parents[1]
-ROLLOUTS = [sys.executable, "-m", "adapters.cli"]
 STEP_NAME = re.compile(r"^(?P<config>[a-z0-9-]+?)-(?P<version>\d+)-(?:deploy|hook-pre|hook-post)-\d+(?:-\d+)?$")
 OPEN_PHASES = ("New", "Pending", "Running")
 FAIL_VAR = {"deploy": "FAIL_DEPLOY", "pre": "FAIL_PRE", "post": "FAIL_POST"}
@@ -120,9 +139,57 @@ WEIGHTS = {
     "freeze": 5,
     "unfreeze": 4,
 }
+FREEZE_SECONDS = (5, 10, 20, None)  # a freeze's length (from its command's start); None: until an unfreeze
+LIFTS = {"resume": "pause", "unfreeze": "freeze"}  # --scale: these lift what an earlier op set, if any is known
+# --scale: as many of each kind of chaos per rollout, in a mix where most commands trigger one
+# (many configs, so that few are refused for a rollout in progress), and shorter steps.
+SCALE_WEIGHTS = {
+    "latest_supersede": 55,
+    "latest": 20,
+    "undo": 4,
+    "config_set": 8,
+    "cancel": 3,
+    "retry": 3,
+    "pause": 1,
+    "resume": 2,
+    "read": 2,
+    "kill_controller": 3,
+    "kill_shim": 6,
+    "delete": 6,
+    "rebuild": 2,
+    "rebuild_shadow": 2,
+    "corrupt_view": 4,
+    "freeze": 7,
+    "unfreeze": 6,
+}
 # Progress points (fraction of the rollouts or of the time, whichever is further).
 BACKUPS = (0.15, 0.55)  # small runs (< 100 rollouts) do the first backup and restore only
 RESTORES = (0.4, 0.8)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a run is made of: the op mix, configs and commands at once, and how long steps sleep."""
+
+    weights: dict[str, int]
+    configs: int
+    workers: int
+    step_sleeps: tuple[float, ...]
+    hook_sleeps: tuple[float, ...]
+    freeze_seconds: tuple[float | None, ...]
+    rollouts_per_restore: int | None  # a backup and a restore per this many rollouts; None: BACKUPS, RESTORES
+
+    def restore_points(self, rollouts: int) -> tuple[list[float], list[float]]:
+        """Where the projections are copied and put back (the first restore puts the log back with --restore-log)."""
+        if self.rollouts_per_restore is None:
+            pairs = len(BACKUPS) if rollouts >= 100 else 1
+            return list(BACKUPS[:pairs]), list(RESTORES[:pairs])
+        pairs = max(1, round(rollouts / self.rollouts_per_restore))
+        return [(i + 0.3) / pairs for i in range(pairs)], [(i + 0.8) / pairs for i in range(pairs)]
+
+
+DEFAULT = Profile(WEIGHTS, 3, 4, (0.1, 0.2, 0.3, 0.4, 0.5), (0.1, 0.2, 0.3), FREEZE_SECONDS, None)
+SCALE = Profile(SCALE_WEIGHTS, 24, 4, (0.02, 0.05, 0.1, 0.2), (0.02, 0.05, 0.1), (2, 4, 8, None), 150)
 # Every kind of chaos happens at least once, even in a tiny run: forced once past these points.
 FORCED = {
     "kill_controller": 0.2,
@@ -151,7 +218,6 @@ WRITES = (
     "freeze",
     "unfreeze",
 )
-FREEZE_SECONDS = (5, 10, 20, None)  # a freeze's length (from its command's start); None: until an unfreeze
 EXPECTED_TYPE = {
     "latest": "RolloutTriggered",
     "latest_supersede": "RolloutTriggered",
@@ -217,7 +283,7 @@ class Conf:
 @dataclass
 class Controller:
     slot: int
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | Child | None = None
     log: Path | None = None
     generation: int = 0
     killed: bool = False
@@ -246,6 +312,9 @@ class Chaos:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
+        self.profile = SCALE if args.scale else DEFAULT
+        self.configs_count: int = args.configs or self.profile.configs
+        self.workers: int = args.workers or self.profile.workers
         self.tmp = Path(tempfile.mkdtemp(prefix=f"rollouts-chaos-{args.seed}-"))
         self.home = self.tmp / "home"
         self.gt = self.tmp / "ground-truth"
@@ -270,13 +339,14 @@ class Chaos:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.env = env
         self.lock = threading.Lock()
-        self.procs: set[subprocess.Popen[Any]] = set()
+        self.commands: ForkedCli | FreshCli | None = None  # started by run()
         self.ops: list[Op] = []
         self.op_ids = 0
         self.versions = 0  # versions printed by commands (triggered rollouts)
         self.counts: Counter[str] = Counter()
         self.stopping = False
         self.configs: list[Conf] = []
+        self.held: dict[str, set[str]] = {"pause": set(), "freeze": set()}  # configs paused, frozen (as far as known)
         self.controllers = [Controller(i) for i in range(args.controllers)]
         self.journal = open(self.tmp / "ops.jsonl", "w")  # noqa: SIM115 - closed in cleanup()
         self.started = time.monotonic()
@@ -291,20 +361,9 @@ class Chaos:
         """Run `rollouts ARGS` to its end; (None, ...) if it had to be killed."""
         if self.stopping:
             raise Interrupted
-        argv = [*ROLLOUTS, *(["--as", actor] if actor else []), *args]
-        proc = subprocess.Popen(argv, cwd=self.work, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        with self.lock:
-            self.procs.add(proc)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-            return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            return None, out.decode(errors="replace"), err.decode(errors="replace") + "\n(killed: timed out)"
-        finally:
-            with self.lock:
-                self.procs.discard(proc)
+        assert self.commands is not None
+        rc, out, err, _ = self.commands.run([*(["--as", actor] if actor else []), *args], timeout)
+        return rc, out, err
 
     def json_of(self, args: list[str]) -> Any:
         rc, out, err = self.cli([*args, "-o", "json"], timeout=900)
@@ -316,9 +375,10 @@ class Chaos:
         c.generation += 1
         c.log = self.logs / f"controller-{c.slot}-{c.generation}.log"
         actor = f"chaos-controller-{c.slot}"
-        argv = [*ROLLOUTS, "--as", actor, "controller", "run", "--interval", "0.05", "-q"]
+        argv = ["--as", actor, "controller", "run", "--interval", "0.05", "-q"]
         with open(c.log, "wb") as log:
-            c.proc = subprocess.Popen(argv, cwd=self.work, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            assert self.commands is not None
+            c.proc = self.commands.spawn(argv, log.fileno(), log.fileno())
         c.killed = False
 
     def kill_controller(self, c: Controller, *, delay: float) -> bool:
@@ -421,18 +481,13 @@ class Chaos:
     def cleanup(self) -> None:
         """Stop everything this run started: commands, controllers, shims, deployer groups."""
         self.stopping = True
-        with self.lock:
-            procs = list(self.procs)
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
         for c in self.controllers:
             if c.proc is not None and c.proc.poll() is None:
                 c.proc.kill()
-                c.proc.wait()
-        for proc in procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)
+                with contextlib.suppress(RuntimeError):  # (the fork server died: its children are gone with it)
+                    c.proc.wait()
+        if self.commands is not None:
+            self.commands.close()  # kills the commands still running
         for row in self.runtime_rows("WHERE shim_pid IS NOT NULL OR pgid IS NOT NULL"):
             if is_alive(row["shim_pid"], row["shim_start"]):
                 with contextlib.suppress(ProcessLookupError):
@@ -464,7 +519,7 @@ class Chaos:
         if rc != 0:
             raise RuntimeError(f"notify add failed: {rc} {err.strip()}")
         create_ops = []
-        for i in range(self.args.configs):
+        for i in range(self.configs_count):
             name = f"chaos-{i}"
             trigger = "config-change" if rng.random() < 0.25 else "manual"
             args = ["config", "create", name, "--trigger", trigger, "--env", "NOISE=0"]
@@ -485,10 +540,10 @@ class Chaos:
             raise RuntimeError(f"config create failed: {failed[0].rc} {failed[0].err.strip()}")
 
     def sleep(self) -> float:
-        return round(self.rng.choice((0.1, 0.2, 0.3, 0.4, 0.5)), 1)
+        return self.rng.choice(self.profile.step_sleeps)
 
     def hook(self, which: str) -> str:
-        return shlex.join(["sh", "-c", step_script(self.gt, round(self.rng.choice((0.1, 0.2, 0.3)), 1), which)])
+        return shlex.join(["sh", "-c", step_script(self.gt, self.rng.choice(self.profile.hook_sleeps), which)])
 
     # -- issuing -------------------------------------------------------------
 
@@ -501,11 +556,16 @@ class Chaos:
     def draw(self, kind: str | None = None) -> Op:
         """The next command, every choice from the seeded generator."""
         rng = self.rng
-        kind = kind or rng.choices(list(WEIGHTS), list(WEIGHTS.values()))[0]
+        weights = self.profile.weights
+        kind = kind or rng.choices(list(weights), list(weights.values()))[0]
         conf = rng.choice(self.configs)
         name = conf.name
         pick = rng.random()
         check_read = rng.random() < 0.25
+        if self.args.scale and kind in LIFTS:  # of 24 configs, one at random is seldom the one paused or frozen
+            with self.lock:
+                held = sorted(self.held[LIFTS[kind]])
+            name = held[int(pick * len(held))] if held else name
         if kind in ("latest", "latest_supersede"):
             args = ["rollout", "latest", name, "--reason", f"chaos {self.op_ids + 1}"]
             args += ["--supersede"] if kind == "latest_supersede" else []
@@ -566,7 +626,8 @@ class Chaos:
                 target = rows[int(op.pick * len(rows))]["name"]
                 op.args = ["deployers", "delete", target]
             if op.kind == "freeze":
-                seconds = FREEZE_SECONDS[int(op.pick * len(FREEZE_SECONDS))]
+                lengths = self.profile.freeze_seconds
+                seconds = lengths[int(op.pick * len(lengths))]
                 if seconds is not None:
                     op.args = [*op.args, "--until", datetime.fromtimestamp(time.time() + seconds, UTC).isoformat()]
             op.rc, op.out, op.err = self.cli(op.args, actor=op.actor)
@@ -604,6 +665,12 @@ class Chaos:
             self.counts[op.kind] += 1
         elif op.kind == "freeze":
             self.counts["freeze_kept"] += 1  # (set back to 0 by a log restore)
+        if op.kind in ("pause", "freeze") and "--all" not in op.args:
+            with self.lock:
+                self.held[op.kind].add(op.config)  # type: ignore[arg-type]
+        elif op.kind in LIFTS and "--all" not in op.args:
+            with self.lock:
+                self.held[LIFTS[op.kind]].discard(op.config)  # type: ignore[arg-type]
         if op.version is not None:
             with self.lock:
                 self.versions += 1
@@ -699,12 +766,11 @@ class Chaos:
     def issue(self, verdict: Verdict) -> None:
         self.issue_start = time.monotonic()
         deadline = self.issue_start + self.args.minutes * 60
-        pairs = len(BACKUPS) if self.args.rollouts >= 100 else 1
-        backups, restores = list(BACKUPS[:pairs]), list(RESTORES[:pairs])
+        backups, restores = self.profile.restore_points(self.args.rollouts)
         forced = dict(FORCED)
         inflight: set[Future[Op]] = set()
         last_report = time.monotonic()
-        with ThreadPoolExecutor(self.args.workers) as pool:
+        with ThreadPoolExecutor(self.workers) as pool:
             try:
                 while self.versions < self.args.rollouts and time.monotonic() < deadline:
                     self.maintain_controllers(verdict)
@@ -723,7 +789,7 @@ class Chaos:
                     for f in done:
                         f.result()
                     inflight -= done
-                    if len(inflight) >= self.args.workers:
+                    if len(inflight) >= self.workers:
                         wait(inflight, timeout=0.05, return_when=FIRST_COMPLETED)
                         continue
                     due = [k for k, at in forced.items() if progress >= at and not self.did(k) and self.can(k)]
@@ -954,6 +1020,9 @@ class Chaos:
         for e in live["events"]:
             by_actor[e.get("actor") or ""].append(e)
         in_history = {(c, row["version"]) for c, rows in live["history"].items() for row in rows}
+        streams: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+        for e in sorted(live["events"], key=lambda e: e["position"]):
+            streams[(e["config"], e["version"])].append(e)
         printed: set[tuple[str, int]] = set()
         for op in self.ops:
             if op.kind not in WRITES or op.rc is None:
@@ -976,7 +1045,10 @@ class Chaos:
                 if op.read_back is False:
                     verdict.add("lost_writes", {"op": op.id, "args": op.args, "not_read_back": op.version})
             expected = EXPECTED_TYPE.get(op.kind) or ("SpecChanged" if op.updated else None)
-            if expected and not types[expected]:
+            if op.kind == "cancel":  # per version it printed: asking again what is already asked writes nothing
+                for version in not_cancel_requested(op, streams):
+                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "out": op.out, "version": version})
+            elif expected and not types[expected]:
                 verdict.add("lost_writes", {"op": op.id, "args": op.args, "out": op.out, "events": dict(types)})
             if op.kind == "config_set" and not op.updated and mine:
                 verdict.add("phantom_writes", {"op": op.id, "args": op.args, "out": op.out, "events": dict(types)})
@@ -987,6 +1059,10 @@ class Chaos:
 
     def run(self) -> int:
         verdict = self.verdict
+        if self.args.cli == "fork":
+            self.commands = ForkedCli(self.work, self.env, self.logs / "cli-server.log")
+        else:
+            self.commands = FreshCli(self.work, self.env)
         self.setup()
         self.maintain_controllers(verdict)
         self.issue(verdict)
@@ -1023,8 +1099,10 @@ class Chaos:
             "claims_in_freeze": verdict.count("claims_in_freeze"),
             "freezes": self.counts["freezes"],
             **{k: v for k, v in extra.items() if k.startswith("notifications")},
-            "configs": self.args.configs,
+            "configs": self.configs_count,
+            "profile": "scale" if self.args.scale else "default",
             "store": "postgresql" if self.args.store else "sqlite",
+            "cli": self.args.cli,
             "commands": sum(1 for op in self.ops if op.kind in WRITES),
             "controller_kills": self.counts["controller_kills"],
             "shim_kills": self.counts["shim_kills"],
@@ -1036,6 +1114,11 @@ class Chaos:
         failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
         exits = Counter(f"{op.kind}:{op.rc}" for op in self.ops if op.kind in WRITES)
         print(json.dumps({"exit_codes": dict(sorted(exits.items()))}), file=sys.stderr)
+        if self.commands is not None and self.commands.cpu_by:  # (known with --cli fork: the server reaps them)
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = {"this driver": round(own.ru_utime + own.ru_stime, 1)}
+            cpu.update((k, round(v, 1)) for k, v in self.commands.cpu_by.most_common())
+            print(json.dumps({"cpu_seconds_by_command": cpu}), file=sys.stderr)
         if verdict.details:
             print(json.dumps({"details": {k: v[:20] for k, v in verdict.details.items()}}, indent=1), file=sys.stderr)
         self.keep = self.args.keep or failed
@@ -1067,6 +1150,23 @@ def late(op: Op) -> bool:
     return until is not None and op.t1 >= datetime.fromisoformat(until).timestamp()
 
 
+def not_cancel_requested(op: Op, streams: dict[tuple[str, int], list[dict[str, Any]]]) -> list[int]:
+    """The versions a `rollout cancel` that exited 0 printed whose cancel the log does not hold by the time
+    the command ended: neither its own CancelRequested nor one before it (a cancel of a deployment
+    whose cancel is already requested is acknowledged and appends nothing), or a retry since."""
+    printed = [int(v) for v in re.findall(r"\d+", op.out.partition(" version ")[2])]
+    missing = []
+    for version in printed:
+        last = None
+        for e in streams.get((op.config, version), []):  # in log order
+            asked = e["type"] in ("CancelRequested", "RetryRequested")
+            if asked and (e["actor"] == op.actor or (epoch(e["timestamp"]) or math.inf) <= op.t1):
+                last = e["type"]
+        if last != "CancelRequested":
+            missing.append(version)
+    return missing if printed else [0]  # (no version printed: nothing to show for the exit 0)
+
+
 def collect_names(value: Any, into: set[str]) -> None:
     """Every deployer or hook name mentioned anywhere in an event's data."""
     if isinstance(value, dict):
@@ -1090,12 +1190,23 @@ def drop_schema(url: str, schema: str) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--configs", type=int, default=3)
+    p.add_argument("--configs", type=int, help="configs to run (default 3; 24 with --scale)")
     p.add_argument("--rollouts", type=int, default=20, help="stop issuing once this many versions were triggered")
     p.add_argument("--controllers", type=int, default=2)
     p.add_argument("--minutes", type=float, default=1.0, help="stop issuing after this long in any case")
-    p.add_argument("--workers", type=int, default=4, help="CLI commands running at once")
+    p.add_argument("--workers", type=int, help="CLI commands running at once (default 4)")
+    p.add_argument(
+        "--scale",
+        action="store_true",
+        help="the profile for many rollouts: more configs, a mix of commands weighted to triggering, shorter steps",
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary directory even on success")
+    p.add_argument(
+        "--cli",
+        choices=("fork", "spawn"),
+        default="fork",
+        help="start each command forked from a warm interpreter (bench/cli_server.py, the default) or as a fresh one",
+    )
     p.add_argument(
         "--restore-log",
         action="store_true",
@@ -1112,7 +1223,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--restore-log puts back a copy of a SQLite log: it does not combine with --store")
     if args.store and not args.store.startswith(("postgresql://", "postgres://")):
         p.error("--store takes a postgresql:// URL")
-    if min(args.configs, args.rollouts, args.controllers, args.workers) < 1 or args.minutes <= 0:
+    given = [n for n in (args.configs, args.workers) if n is not None]
+    if min(args.rollouts, args.controllers, *given) < 1 or args.minutes <= 0:
         p.error("--configs, --rollouts, --controllers, --workers and --minutes must be positive")
     return args
 

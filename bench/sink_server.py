@@ -68,7 +68,11 @@ class SinkServer:
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
+                data = self.rfile.read(length)
+                if len(data) < length:  # the sender died mid-request: nothing was delivered
+                    self.close_connection = True
+                    return
+                body = json.loads(data or b"{}")
                 status, wait = sink._take(self.headers.get("Idempotency-Key", ""), body)
                 if wait:
                     time.sleep(wait)

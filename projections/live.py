@@ -101,7 +101,13 @@ class LiveFiles:
             except sqlite3.OperationalError:
                 continue  # swapped and removed between the lookup and the open
             db = sqlite_utils.Database(conn, execute_plugins=False)
-            problem = health.file_problem(path) or health.schema_problem(db, projection)
+            try:
+                problem = health.file_problem(path) or health.schema_problem(db, projection)
+            except sqlite3.OperationalError:
+                db.close()
+                if self.catalog.current(projection.name) != path:
+                    continue  # swapped and removed between the open and the first read (SQLite reads lazily)
+                raise
             if problem is None:
                 conn.execute("PRAGMA synchronous=NORMAL")
                 return db

@@ -22,6 +22,7 @@ from projections.registry import ALL, BY_NAME, UnknownProjection, projections_na
 __all__ = ["ALL", "BATCH", "BY_NAME", "ProjectionStore", "Progress", "UnknownProjection", "Warn", "projections_named"]
 
 BATCH = 1000  # events read at a time by a catch-up (and a shadow build)
+SWAPS_FOLLOWED = 10  # catch-ups again in a row when a rebuild swapped a view's file under the last one
 
 
 class ProjectionStore(LiveFiles):
@@ -42,13 +43,20 @@ class ProjectionStore(LiveFiles):
             self._reopen(f"projections catalog {self.catalog.path} was replaced: rebuilding the views")
         for tries in range(len(projections), -1, -1):
             try:
-                return self._catch_up(projections)
+                for _ in range(SWAPS_FOLLOWED):
+                    if self._catch_up(projections):
+                        return
+                return
             except BrokenView as broken:
                 if not tries:
                     raise
                 self._heal(broken)
 
-    def _catch_up(self, projections: Sequence[Projection]) -> None:
+    def _catch_up(self, projections: Sequence[Projection]) -> bool:
+        """One catch-up to the head; False when a rebuild swapped a view's file meanwhile.
+
+        A catch-up that waited for a rebuild's lock may have fed the file the rebuild then swapped
+        out; the file served now may stand before the head read here (read-your-writes): go again."""
         # Positions before the head: a twin process may append and catch up in between,
         # and a position read after the head could then look ahead of the log.
         tracked = {p.name: self._tracked(p) or Tracked(p.version, 0, "") for p in projections}
@@ -63,6 +71,7 @@ class ProjectionStore(LiveFiles):
                 behind[p.name] = at.position
         if behind:
             self._feed({n: self.db(n) for n in behind}, min(behind.values()), head)
+        return all(self.catalog.current(p.name) == self._open[p.name][0] for p in projections)
 
     def _tracked(self, p: Projection) -> Tracked | None:
         """Where `p` stands. A long-lived process keeps its file open, and its cached pages would

@@ -14,6 +14,7 @@ TESTS = Path(__file__).resolve().parent
 FAST = {
     "test_tiers.py",
     "unit/test_audit.py",
+    "unit/test_chaos_checks.py",
     "unit/test_chain.py",
     "unit/test_config_rules.py",
     "unit/test_deployment_phases.py",
@@ -37,6 +38,7 @@ FAST = {
     "integration/test_cli_errors.py",
     "integration/test_cli_verbs.py",
     "integration/test_events_paging.py",
+    "integration/test_sink_server.py",
     "integration/test_notify_cli.py",
     "integration/test_projections.py",
     "integration/test_serve_routes.py",

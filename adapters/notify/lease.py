@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from adapters.leases import POSTGRES_NOW, SQLITE_NOW
+from adapters.leases import POSTGRES_NOW, SQLITE_NOW, create_table
 
 DEFAULT_S = 30.0
 
@@ -32,9 +32,11 @@ class SinkLeases:
         self.now = POSTGRES_NOW if postgres else SQLITE_NOW
         self.mark = "%s" if postgres else "?"
         self.held: dict[str, float] = {}  # sink -> monotonic time our lease surely lasts until
-        self._execute(
+        create_table(
+            datastore,
+            postgres,
             f"CREATE TABLE IF NOT EXISTS {self.table} "
-            "(sink TEXT PRIMARY KEY, holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)"
+            "(sink TEXT PRIMARY KEY, holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
         )
 
     def _execute(self, sql: str, params: tuple[Any, ...] = (), fetch: bool = False) -> list[Any]:

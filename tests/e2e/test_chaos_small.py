@@ -4,7 +4,8 @@ Sizes come from ROLLOUTS_CHAOS_SEED, ROLLOUTS_CHAOS_CONFIGS, ROLLOUTS_CHAOS_ROLL
 ROLLOUTS_CHAOS_CONTROLLERS and ROLLOUTS_CHAOS_MINUTES when set (for longer runs); the
 default is the CI size, which finishes well within three minutes on two cores. The run puts an
 old copy of the log back mid-run (--restore-log), which also stands in for the old-projections
-restore of a small run.
+restore of a small run. A second run takes the --scale profile (many configs side by side) at a
+small size.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,14 +47,9 @@ def sizes() -> dict[str, str]:
     return {key: os.environ.get(f"ROLLOUTS_CHAOS_{key.upper()}", default) for key, default in SIZES.items()}
 
 
-@pytest.mark.slow
-def test_small_chaos_run_keeps_every_invariant() -> None:
-    chosen = sizes()
-    argv = [sys.executable, str(ROOT / "bench" / "chaos.py")]
-    for key, value in chosen.items():
-        argv += [f"--{key}", value]
-    argv.append("--restore-log")  # an old copy of the log put back mid-run: refused, rebound, never lied about
-    budget = 165 if chosen == SIZES else float(chosen["minutes"]) * 60 * 2 + 600
+def chaos(argv: list[str], budget: float) -> tuple[dict[str, Any], str]:
+    """Run bench/chaos.py with `argv` within `budget` seconds: its result line, and what to show on failure."""
+    argv = [sys.executable, str(ROOT / "bench" / "chaos.py"), *argv]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -75,7 +72,25 @@ def test_small_chaos_run_keeps_every_invariant() -> None:
     for key in TRUE:
         assert result[key] is True, why
     assert result["notifications_duplicated"] <= result["controller_kills"], why  # only a send a kill cut short
+    assert result["rollouts"] > 0 and result["kills"] > 0 and result["rebuilds"] > 0, why
+    assert result["corruptions"] > 0 and result["freezes"] > 0, why
+    return result, why
+
+
+@pytest.mark.slow
+def test_small_chaos_run_keeps_every_invariant() -> None:
+    chosen = sizes()
+    argv = [arg for key, value in chosen.items() for arg in (f"--{key}", value)]
+    argv.append("--restore-log")  # an old copy of the log put back mid-run: refused, rebound, never lied about
+    budget = 165 if chosen == SIZES else float(chosen["minutes"]) * 60 * 2 + 600
+    result, why = chaos(argv, budget)
     assert result["seed"] == int(chosen["seed"]), why
-    assert result["rollouts"] > 0, why
-    assert result["kills"] > 0 and result["log_restores"] > 0 and result["rebuilds"] > 0, why
-    assert result["freezes"] > 0, why
+    assert result["log_restores"] > 0, why
+
+
+@pytest.mark.slow
+def test_small_run_of_the_scale_profile_keeps_every_invariant() -> None:
+    """--scale: 24 configs side by side, a mix weighted to triggering, short steps; the same checks."""
+    result, why = chaos(["--seed", "2", "--scale", "--rollouts", "60", "--minutes", "1"], 165)
+    assert (result["profile"], result["configs"], result["cli"]) == ("scale", 24, "fork"), why
+    assert result["restores"] > 0, why

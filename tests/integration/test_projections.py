@@ -38,7 +38,7 @@ from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
 from domain.spec import HOOK_POLICIES, Hook, Spec
 from domain.step import DEPLOYER, Step
-from projections import files
+from projections import files, health
 from projections.audit_view import AuditView
 from projections.desired import Desired
 from projections.history import History
@@ -661,6 +661,58 @@ def test_a_rebuild_in_place_swaps_to_new_files_and_removes_the_old_ones(random_h
     assert_same(dump(store), live)
     assert positions(store) == {p.name: log.head() for p in ALL}
     close_store(store)
+
+
+def test_a_view_swapped_and_removed_between_a_readers_open_and_first_read_is_opened_anew(
+    random_home: tuple[Log, Dump], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader opened the current file of a view just as a rebuild swapped it out and removed it: SQLite
+    fails its first read of the removed file (disk I/O error); it opens the file the catalog points to now."""
+    log, live = random_home
+    reader, rebuilder = log.store(), log.store()
+    real = health.file_problem
+    swapped: list[Path] = []
+
+    def rebuilt_meanwhile(path: Path) -> str | None:  # called between the open and the first read
+        if not swapped:
+            swapped.append(path)
+            rebuilder.rebuild(shadow=True)
+        return real(path)
+
+    monkeypatch.setattr(health, "file_problem", rebuilt_meanwhile)
+    assert_same(dump(reader), live)
+    assert swapped and not swapped[0].exists()
+    close_store(reader)
+    close_store(rebuilder)
+
+
+def test_a_catch_up_that_fed_a_file_a_rebuild_swapped_out_meanwhile_catches_up_the_new_one(
+    random_home: tuple[Log, Dump], tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read-your-writes across a rebuild: a reader's catch-up resolved the live file, then a rebuild that had
+    started before the newest events swapped in its file (behind them), and the catch-up fed the old one."""
+    log, _ = random_home
+    reader = log.store()
+    reader.catch_up()
+    before = log.head()
+    bulk_history(log, random.Random(7), 30, prefix="after-", configs=2, per_save=5)  # the writes to read back
+    feed = reader._feed
+    swapped: list[int] = []
+
+    def rebuilt_meanwhile(dbs: dict[str, Any], start: int, until: int) -> None:
+        if not swapped:  # a rebuild from before the writes: its file stands at `before`
+            swapped.append(until)
+            other = log.store(source=Prefix(RecorderSource(log.app.recorder), before))
+            other.rebuild(shadow=True)
+            close_store(other)
+        feed(dbs, start, until)
+
+    monkeypatch.setattr(reader, "_feed", rebuilt_meanwhile)
+    reader.catch_up()
+    assert swapped == [log.head()] and log.head() > before
+    assert positions(reader) == {p.name: log.head() for p in ALL}
+    assert_same(dump(reader), fresh(log, tmp / "fresh"))
+    close_store(reader)
 
 
 def unusual_history(log: Log) -> None:

@@ -1,0 +1,44 @@
+"""The lease tables a controller creates on first use, by several controllers starting at once."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from adapters.eventstore import open_app
+from adapters.home import Home
+from adapters.leases import Leases
+from adapters.notify.lease import SinkLeases
+
+pytestmark = pytest.mark.slow  # a PostgreSQL server, threads racing (see tests/test_tiers.py)
+
+
+def test_controllers_starting_together_on_a_new_postgres_schema_each_get_their_lease_tables(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Two controllers started at once on a new store: CREATE TABLE IF NOT EXISTS races in PostgreSQL
+    (a unique violation on pg_type), and the one that lost it died with exit 70."""
+    home = Home(tmp_path / "home")
+    home.ensure()
+    app = open_app(home, postgres_url)
+    starters = 6
+    ready = threading.Barrier(starters)
+    failures: list[BaseException] = []
+
+    def start(n: int) -> None:
+        ready.wait()
+        try:
+            Leases(app)
+            SinkLeases(app.recorder.datastore, f"controller-{n}", 3.0)
+        except BaseException as error:  # noqa: BLE001 - collected, asserted below
+            failures.append(error)
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(starters)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    app.close()
+    assert failures == []

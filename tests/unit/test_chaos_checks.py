@@ -1,0 +1,60 @@
+"""The chaos runner's write checks (bench/chaos.py) on hand-made logs: what counts as a lost write."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import chaos  # noqa: E402
+
+T0 = 1_800_000_000.0
+
+
+def event(position: int, kind: str, actor: str, at: float, version: int = 2) -> dict[str, Any]:
+    stamp = datetime.fromtimestamp(at, UTC).isoformat()
+    return {"position": position, "type": kind, "actor": actor, "timestamp": stamp, "config": "web", "version": version}
+
+
+def lost_writes(ops: list[chaos.Op], events: list[dict[str, Any]]) -> list[Any]:
+    verdict = chaos.Verdict()
+    live = {"events": events, "history": {"web": [{"version": 2}]}}
+    chaos.Chaos.check_writes(SimpleNamespace(ops=ops), verdict, live)  # type: ignore[arg-type]
+    return verdict.details.get("lost_writes", [])
+
+
+def cancel(ident: int, t1: float) -> chaos.Op:
+    op = chaos.Op(ident, "cancel", "web", ["rollout", "cancel", "web"], actor=f"chaos-op-{ident}", rc=0)
+    op.out, op.t0, op.t1 = "cancel requested for web version 2\n", t1 - 0.2, t1
+    return op
+
+
+TRIGGER = chaos.Op(1, "latest", "web", ["rollout", "latest", "web"], actor="chaos-op-1", rc=0, version=2)
+TRIGGERED = event(1, "RolloutTriggered", "chaos-op-1", T0)
+
+
+def test_a_cancel_that_found_its_cancel_already_requested_lost_nothing() -> None:
+    events = [TRIGGERED, event(2, "CancelRequested", "chaos-op-2", T0 + 1)]
+    assert lost_writes([TRIGGER, cancel(2, T0 + 1.1), cancel(3, T0 + 1.2)], events) == []
+
+
+def test_a_cancel_acknowledged_with_no_cancel_in_the_log_is_a_lost_write() -> None:
+    assert [w["op"] for w in lost_writes([TRIGGER, cancel(3, T0 + 1.2)], [TRIGGERED])] == [3]
+
+
+def test_a_cancel_requested_only_after_the_command_ended_does_not_cover_it() -> None:
+    events = [TRIGGERED, event(2, "CancelRequested", "chaos-op-2", T0 + 5)]
+    assert [w["op"] for w in lost_writes([TRIGGER, cancel(3, T0 + 1.2), cancel(2, T0 + 5.1)], events)] == [3]
+
+
+def test_a_cancel_asked_before_a_retry_does_not_cover_a_cancel_after_it() -> None:
+    events = [
+        TRIGGERED,
+        event(2, "CancelRequested", "chaos-op-2", T0 + 1),
+        event(3, "RetryRequested", "someone", T0 + 2),
+    ]
+    assert [w["op"] for w in lost_writes([TRIGGER, cancel(2, T0 + 1.1), cancel(3, T0 + 3)], events)] == [3]
