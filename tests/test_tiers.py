@@ -38,6 +38,7 @@ FAST = {
     "integration/test_cli_verbs.py",
     "integration/test_events_paging.py",
     "integration/test_notify_cli.py",
+    "integration/test_preload.py",
     "integration/test_projections.py",
     "integration/test_serve_routes.py",
     "property/test_model.py",
