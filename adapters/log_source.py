@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from projections.source import SQLiteLog
+from projections.source import PostgresLog, SQLiteLog
 
 MEMO_IDS = 5_000  # a rebuild's batch shares them; a long-lived reader must not keep every id
 
@@ -87,6 +87,18 @@ class RecorderSource:
         if pool.is_sqlite_memory_mode or str(pool.db_name).startswith("file:"):
             return None
         return SQLiteLog(Path(pool.db_name), self.recorder.events_table_name)
+
+    def postgres_log(self) -> PostgresLog | None:
+        """Where the PostgreSQL log is, for a rebuild to read it with connections of its own."""
+        datastore = getattr(self.recorder, "datastore", None)
+        schema = getattr(datastore, "schema", None)
+        if schema is None:
+            return None
+        from psycopg.conninfo import make_conninfo
+
+        pool = datastore.pool  # type: ignore[union-attr]
+        settings = {k: v for k, v in pool.kwargs.items() if k != "row_factory" and v is not None}
+        return PostgresLog(make_conninfo(pool.conninfo, **settings), schema, self.recorder.events_table_name)
 
     def identity(self) -> str:
         first = self.recorder.select_notifications(start=None, limit=1)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol
 import sqlite_utils
 
 from projections.records import Record
-from projections.source import EventSource, SQLiteLog
+from projections.source import EventSource, Log
 
 # Rows a fold keeps between batches; past this many it forgets them (they are written).
 CACHE_ROWS = 250_000
@@ -75,11 +75,9 @@ class Projection(ABC):
     def fold(self, conn: Sink) -> Fold:
         """A fold into the file behind `conn`, for the batches of one transaction (or of one private file)."""
 
-    def fold_from_zero(
-        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: SQLiteLog | None
-    ) -> Fold:
+    def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
         """A fold of all of `source` (to `head` and a little past) into `db`, new and private, written
-        through `conn`; `log` is where the log's SQLite file is, when it is one."""
+        through `conn`; `log` is where the rebuild may read the log itself (an SQLite file, a PostgreSQL table)."""
         return self.fold(conn)
 
     def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:
