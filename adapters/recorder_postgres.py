@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, OperationalError, ProgrammingError, StoredEvent
-from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
@@ -31,6 +31,11 @@ from adapters.recorders import (
 )
 
 
+def _text(sql: str, *parts: Any) -> str:
+    """A statement as text: psycopg renders a composed statement at every execute, text it caches."""
+    return SQL(sql).format(*parts).as_string(None)  # type: ignore[arg-type]
+
+
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
     """PostgreSQL: the same two tables in the store's schema."""
 
@@ -40,6 +45,25 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._chain_table = SQL("{0}.{1}").format(schema, Identifier(CHAIN_TABLE))
         self._log_table = SQL("{0}.{1}").format(schema, Identifier(LOG_TABLE))
         self._events = SQL("{0}.{1}").format(schema, Identifier(self.events_table_name))
+        # A save's statements as text, rendered once: a composed one costs its rendering at every execute.
+        self._sql_lock = [statement.as_string(None) for statement in self.lock_table_statements]
+        self._sql_notify = _text("NOTIFY {0}", Identifier(self.channel_name))
+        self._sql_insert = self.insert_events_statement.as_string(None)
+        self._sql_last = _text("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1", self._chain_table)
+        self._sql_hashes = _text("INSERT INTO {0} (position, hash) VALUES (%s, %s)", self._chain_table)
+        self._sql_guard = _text(
+            "SELECT originator_id AS id, max(originator_version) AS v FROM {0}"
+            " WHERE originator_id = ANY(%s) GROUP BY originator_id",
+            self._events,
+        )
+        self._sql_claims = _text(
+            "SELECT DISTINCT ON (e.originator_id) e.originator_id, e.notification_id, h.hash"
+            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.originator_id = ANY(%s) AND e.topic LIKE %s ORDER BY e.originator_id, e.originator_version DESC",
+            self._events,
+            self._chain_table,
+        )
+        self._sql_after: dict[str | None, str] = {}  # events_after's statement, by snapshots table
         self.sql_create_statements.append(
             SQL("CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, hash text NOT NULL)").format(
                 self._chain_table
@@ -83,13 +107,18 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         lock, before the insert: the guards (checked before anything is committed), and the chain's last
         row (the insert writes none), all sent with the insert and answered at `sync`."""
         statements = conn.cursor()  # not closed before the sync: a cursor closed in a pipeline waits for it
-        self._lock_table(statements)
+        for lock in self._sql_lock:  # the library's _lock_table
+            statements.execute(lock, prepare=True)
         found = self._guard(conn, guards) if guards else None
         last = conn.cursor()
-        last.execute(SQL("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1").format(self._chain_table))
-        self._notify_channel(statements)
+        last.execute(self._sql_last, prepare=True)
+        statements.execute(self._sql_notify)  # the library's _notify_channel
         inserted = conn.cursor()
-        PostgresAggregateRecorder._insert_stored_events(self, inserted, stored_events)
+        rows = [
+            self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
+            for s in stored_events
+        ]
+        inserted.execute(self._sql_insert, (rows,))  # the library's _insert_stored_events
         sync()
         if found is not None:
             now = {row["id"]: row["v"] for row in found.fetchall()}
@@ -104,13 +133,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         """The versions of the guarded streams now (under the lock, before the insert), in one query:
         a cursor to read once the pipeline has answered."""
         found = conn.cursor()
-        found.execute(
-            SQL(
-                "SELECT originator_id AS id, max(originator_version) AS v FROM {0}"
-                " WHERE originator_id = ANY(%s) GROUP BY originator_id"
-            ).format(self._events),
-            (list({stream for stream, _ in guards}),),
-        )  # a pass's claims each guard the freeze of all: one stream, asked once
+        found.execute(self._sql_guard, (list({stream for stream, _ in guards}),))  # each stream asked once
         return found
 
     def _chain(self, conn: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent], last: Any) -> None:
@@ -129,7 +152,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             previous = chain.fold(previous, gap)
         records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
         rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
-        curs.executemany(SQL("INSERT INTO {0} (position, hash) VALUES (%s, %s)").format(self._chain_table), rows)
+        curs.executemany(self._sql_hashes, rows)
 
     def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
         """As on SQLite: one transaction, under the library's table lock from the first batch on."""
@@ -206,21 +229,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         events after it. Returns (events, snapshots)."""
         if not wanted:
             return [], []
-        if snapshots is None:
-            latest = SQL("SELECT NULL::uuid, 0, NULL::text, NULL::bytea WHERE false")
-        else:
-            latest = SQL(
-                "SELECT DISTINCT ON (s.originator_id) s.originator_id, s.originator_version, s.topic, s.state"
-                " FROM {0} s JOIN w ON s.originator_id = w.id AND w.gt IS NULL"
-                " ORDER BY s.originator_id, s.originator_version DESC"
-            ).format(SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(snapshots.events_table_name)))
-        sql = SQL(
-            "WITH w (id, gt) AS (SELECT * FROM unnest(%s::uuid[], %s::int[])), s AS ({0})"
-            " SELECT true AS snapshot, * FROM s UNION ALL"
-            " SELECT false, e.originator_id, e.originator_version, e.topic, e.state FROM w JOIN {1} e"
-            " ON e.originator_id = w.id AND e.originator_version >"
-            " coalesce(w.gt, (SELECT s.originator_version FROM s WHERE s.originator_id = w.id), 0)"
-        ).format(latest, self._events)
+        table = None if snapshots is None else snapshots.events_table_name
+        sql = self._sql_after.get(table) or self._sql_after.setdefault(table, self._events_after_sql(table))
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
             curs.execute(sql, ([i for i, _ in wanted], [v for _, v in wanted]), prepare=True)
             rows = curs.fetchall()
@@ -228,6 +238,27 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         for snapshot, stream, version, topic, state in rows:
             found[snapshot].append(StoredEvent(stream, version, topic, bytes(state)))
         return found[0], found[1]
+
+    def _events_after_sql(self, snapshots: str | None) -> str:
+        if snapshots is None:
+            latest = SQL("SELECT NULL::uuid, 0, NULL::text, NULL::bytea WHERE false")
+        else:
+            latest = SQL(
+                "SELECT DISTINCT ON (s.originator_id) s.originator_id, s.originator_version, s.topic, s.state"
+                " FROM {0} s JOIN w ON s.originator_id = w.id AND w.gt IS NULL"
+                " ORDER BY s.originator_id, s.originator_version DESC"
+            ).format(SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(snapshots)))
+        return (
+            SQL(
+                "WITH w (id, gt) AS (SELECT * FROM unnest(%s::uuid[], %s::int[])), s AS ({0})"
+                " SELECT true AS snapshot, * FROM s UNION ALL"
+                " SELECT false, e.originator_id, e.originator_version, e.topic, e.state FROM w JOIN {1} e"
+                " ON e.originator_id = w.id AND e.originator_version >"
+                " coalesce(w.gt, (SELECT s.originator_version FROM s WHERE s.originator_id = w.id), 0)"
+            )
+            .format(latest, self._events)
+            .as_string(None)
+        )
 
     def hash_at(self, position: int) -> str | None:
         sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
@@ -245,12 +276,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         """claim_of for each of `streams` in one query (those with no claim left out)."""
         if not streams:
             return {}
-        sql = SQL(
-            "SELECT DISTINCT ON (e.originator_id) e.originator_id, e.notification_id, h.hash"
-            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
-            " WHERE e.originator_id = ANY(%s) AND e.topic LIKE %s ORDER BY e.originator_id, e.originator_version DESC"
-        ).format(self._events, self._chain_table)
-        rows = self._query(sql, (list(dict.fromkeys(streams)), CLAIM_TOPIC))
+        rows = self._query(self._sql_claims, (list(dict.fromkeys(streams)), CLAIM_TOPIC))
         return {r["originator_id"]: (r["notification_id"], r["hash"]) for r in rows}
 
     def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
