@@ -54,11 +54,16 @@ class RecorderSource:
         from psycopg.sql import SQL, Identifier
 
         if self._pg_select is None:
-            self._pg_select = SQL(
-                "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}.{1}"
-                " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
-            ).format(Identifier(self.recorder.datastore.schema), Identifier(self.recorder.events_table_name))
-        with self.recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            self._pg_select = (
+                SQL(
+                    "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}.{1}"
+                    " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+                )
+                .format(Identifier(self.recorder.datastore.schema), Identifier(self.recorder.events_table_name))
+                .as_string(None)
+            )  # rendered once: psycopg renders a composed statement at every execute
+        # Binary: the stored bytes as they are (as text, each would come as hex digits to decode)
+        with self.recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row, binary=True) as curs:
             curs.execute(self._pg_select, (after, limit), prepare=True)
             rows = curs.fetchall()
         new = tuple.__new__
