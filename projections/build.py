@@ -106,9 +106,13 @@ def _build(
             p.create(db)
             files.track(db, p.name, Tracked(p.version, 0, log_id))
         with Writer() as writer:
+            # From PostgreSQL, SQLite makes the audit rows from copies of the log's rows (audit_staged): a
+            # second read of the log, and a thread that wants a core of its own. Worth it only where this
+            # process has no Python fold to run meanwhile (see _parallel).
+            staged = log if not isinstance(log, PostgresLog) or len(projections) == 1 else None
             for p in projections:  # outside any transaction: a fold may attach the log
                 db = dbs[p.name]
-                folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, log))
+                folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, staged))
             for db in dbs.values():
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)
