@@ -40,6 +40,7 @@ FAST = {
     "integration/test_notify_cli.py",
     "integration/test_preload.py",
     "integration/test_projections.py",
+    "integration/test_save_conflicts.py",
     "integration/test_serve_routes.py",
     "property/test_model.py",
 }
