@@ -43,11 +43,11 @@ def build(
 ) -> int:
     """Fold `source` up to at least `head`, reading `batch` events at a time, into new files at `paths`.
 
-    Returns the position reached. On any error the files are removed. From a local SQLite log of
-    PARALLEL_FROM events or more (or a PostgreSQL log), every projection but the last is folded by
-    another process (see build_worker), which reads the log itself, while this one folds the last
-    (the audit view, which SQLite builds in a thread of its own, see audit_sql and audit_staged): the
-    Python folds and SQLite's share no GIL."""
+    Returns the position reached. On any error the files are removed. From a log of PARALLEL_FROM
+    events or more that a rebuild can read itself (a local SQLite file, or PostgreSQL), every
+    projection but the last is folded by another process (see build_worker), which reads the log
+    itself, while this one folds the last (the audit view, which SQLite builds in a thread of its
+    own, see audit_sql and audit_staged): the Python folds and SQLite's share no GIL."""
     log = direct_log(source)
     try:
         if log is not None and len(projections) > 1 and head >= PARALLEL_FROM:

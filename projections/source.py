@@ -35,6 +35,9 @@ class PostgresLog(NamedTuple):
     schema: str
     table: str
 
+    def __repr__(self) -> str:  # never the conninfo: it may hold a password
+        return f"PostgresLog(schema={self.schema!r}, table={self.table!r})"
+
 
 Log = SQLiteLog | PostgresLog | None  # where a rebuild reads the log itself (None: through its source)
 

@@ -766,6 +766,7 @@ def test_a_rebuild_from_a_postgres_log_gives_its_worker_no_password_on_the_comma
     log = PostgresLog("host=db user=app password=s3cret dbname=rollouts", "public", "rollouts_events")
     worker_module.start({"desired": tmp / "d.db"}, log, 10, "log-id", 100)
     assert seen and not any("s3cret" in part for part in seen[0])
+    assert "s3cret" not in repr(log)  # nor in a traceback or a log line that shows it
 
 
 def test_a_record_decoded_without_its_data_is_the_full_record_less_its_data(random_home: tuple[Log, Dump]) -> None:
