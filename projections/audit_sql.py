@@ -116,6 +116,8 @@ class SQLAuditFold(Fold):
         self.last = 0
         self.finished = False
 
+    reads_itself = True
+
     def wants(self, kind: str, type_: str) -> bool:
         return False
 

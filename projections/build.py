@@ -182,10 +182,14 @@ def fold_all(
     at = flushed = 0
     direct = hasattr(source, "records")  # a LogFile or a PostgresLogFile, not an EventSource
     wanted = Wanted(folds, record, record_stamped) if direct else Wanted(folds)
+    # Folds that read the log themselves want no record: past the first batch (whose topics SQLAuditFold
+    # lists for SQLite to look up), only the positions are offered to them.
+    unread = direct and all(fold.reads_itself for fold in folds)
     while at < head:
         if direct:
             upto = min(at + batch, head)
-            records = source.records(at, upto, wanted, wanted.skipped)  # type: ignore[union-attr]
+            reading = not (unread and at)
+            records = source.records(at, upto, wanted, wanted.skipped) if reading else []  # type: ignore[union-attr]
             at = upto
         else:
             notifications = source.read(at, batch)  # type: ignore[union-attr]

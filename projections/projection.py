@@ -32,6 +32,8 @@ class Fold(ABC):
     What it remembers is only right while nothing else writes the file: use one fold per
     transaction, or per file that no other connection writes (a rebuild's)."""
 
+    reads_itself: ClassVar[bool] = False  # True: wants no record at all, it reads the log itself
+
     def wants(self, kind: str, type_: str) -> bool:
         """Whether `apply` looks at events of this kind and type at all (the others may be left out)."""
         return True
