@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, Repository
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Mapper, MapperDeserialisationError, OperationalError, StoredEvent
+from eventsourcing.utils import strtobool
 
 from adapters.eventstore import APP_NAME, backoff
 from adapters.failures import is_lock_timeout
@@ -80,6 +82,24 @@ class RolloutsApp(Application[UUID]):
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         guards, self._guards = self._guards, []
         return super().save(*objs, **({**kwargs, "guards": guards} if guards else kwargs))
+
+    def construct_repository(self) -> Repository[UUID]:
+        """The library's repository, able to load many aggregates with one read (adapters.preload)."""
+        from adapters.preload import PreloadingRepository
+
+        maxsize = self.env.get(self.AGGREGATE_CACHE_MAXSIZE)
+        return PreloadingRepository(  # with the library's settings, read as it reads them
+            event_store=self.events,
+            snapshot_store=self.snapshots,
+            cache_maxsize=int(maxsize) if maxsize else None,
+            fastforward=strtobool(self.env.get(self.AGGREGATE_CACHE_FASTFORWARD, "y")),
+            fastforward_skipping=strtobool(self.env.get(self.AGGREGATE_CACHE_FASTFORWARD_SKIPPING, "n")),
+            deepcopy_from_cache=strtobool(self.env.get(self.DEEPCOPY_FROM_AGGREGATE_CACHE, "y")),
+        )
+
+    def preloaded(self, ids: Iterable[UUID]) -> contextlib.AbstractContextManager[None]:
+        """Loads of aggregates `ids` in the block read nothing: their new events are read at once, now."""
+        return self.repository.preloaded(ids)  # type: ignore[attr-defined, no-any-return]
 
     def construct_mapper(self) -> Mapper[UUID]:
         """The library's mapper, saying which event of the log it could not decode (the log is damaged),
@@ -279,8 +299,11 @@ class RolloutsApp(Application[UUID]):
         """The freeze of all, for a claim: whose save fails (and is decided again) if it moved meanwhile."""
         from domain.freeze import ALL_ID
 
-        last = self.recorder.select_events(ALL_ID, desc=True, limit=1)  # one query: most logs never froze all
-        every = self.freeze_all_aggregate() if last else None
+        if self.repository.holds(ALL_ID):  # type: ignore[attr-defined] - read with the others (preloaded)
+            every = self.freeze_all_aggregate()
+        else:
+            last = self.recorder.select_events(ALL_ID, desc=True, limit=1)  # one query: most logs never froze all
+            every = self.freeze_all_aggregate() if last else None
         self.guard(ALL_ID, every.version if every else 0)
         return every
 

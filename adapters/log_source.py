@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from projections.source import SQLiteLog
+from projections.source import PostgresLog, SQLiteLog
 
 MEMO_IDS = 5_000  # a rebuild's batch shares them; a long-lived reader must not keep every id
 
@@ -54,11 +54,16 @@ class RecorderSource:
         from psycopg.sql import SQL, Identifier
 
         if self._pg_select is None:
-            self._pg_select = SQL(
-                "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}.{1}"
-                " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
-            ).format(Identifier(self.recorder.datastore.schema), Identifier(self.recorder.events_table_name))
-        with self.recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            self._pg_select = (
+                SQL(
+                    "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}.{1}"
+                    " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+                )
+                .format(Identifier(self.recorder.datastore.schema), Identifier(self.recorder.events_table_name))
+                .as_string(None)
+            )  # rendered once: psycopg renders a composed statement at every execute
+        # Binary: the stored bytes as they are (as text, each would come as hex digits to decode)
+        with self.recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row, binary=True) as curs:
             curs.execute(self._pg_select, (after, limit), prepare=True)
             rows = curs.fetchall()
         new = tuple.__new__
@@ -87,6 +92,18 @@ class RecorderSource:
         if pool.is_sqlite_memory_mode or str(pool.db_name).startswith("file:"):
             return None
         return SQLiteLog(Path(pool.db_name), self.recorder.events_table_name)
+
+    def postgres_log(self) -> PostgresLog | None:
+        """Where the PostgreSQL log is, for a rebuild to read it with connections of its own."""
+        datastore = getattr(self.recorder, "datastore", None)
+        schema = getattr(datastore, "schema", None)
+        if schema is None:
+            return None
+        from psycopg.conninfo import make_conninfo
+
+        pool = datastore.pool  # type: ignore[union-attr]
+        settings = {k: v for k, v in pool.kwargs.items() if k != "row_factory" and v is not None}
+        return PostgresLog(make_conninfo(pool.conninfo, **settings), schema, self.recorder.events_table_name)
 
     def identity(self) -> str:
         first = self.recorder.select_notifications(start=None, limit=1)

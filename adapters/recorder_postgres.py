@@ -7,8 +7,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import InterfaceError, OperationalError, ProgrammingError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import retry
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
@@ -29,6 +31,11 @@ from adapters.recorders import (
 )
 
 
+def _text(sql: str, *parts: Any) -> str:
+    """A statement as text: psycopg renders a composed statement at every execute, text it caches."""
+    return SQL(sql).format(*parts).as_string(None)  # type: ignore[arg-type]
+
+
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
     """PostgreSQL: the same two tables in the store's schema."""
 
@@ -38,6 +45,25 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._chain_table = SQL("{0}.{1}").format(schema, Identifier(CHAIN_TABLE))
         self._log_table = SQL("{0}.{1}").format(schema, Identifier(LOG_TABLE))
         self._events = SQL("{0}.{1}").format(schema, Identifier(self.events_table_name))
+        # A save's statements as text, rendered once: a composed one costs its rendering at every execute.
+        self._sql_lock = [statement.as_string(None) for statement in self.lock_table_statements]
+        self._sql_notify = _text("NOTIFY {0}", Identifier(self.channel_name))
+        self._sql_insert = self.insert_events_statement.as_string(None)
+        self._sql_last = _text("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1", self._chain_table)
+        self._sql_hashes = _text("INSERT INTO {0} (position, hash) VALUES (%s, %s)", self._chain_table)
+        self._sql_guard = _text(
+            "SELECT originator_id AS id, max(originator_version) AS v FROM {0}"
+            " WHERE originator_id = ANY(%s) GROUP BY originator_id",
+            self._events,
+        )
+        self._sql_claims = _text(
+            "SELECT DISTINCT ON (e.originator_id) e.originator_id, e.notification_id, h.hash"
+            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
+            " WHERE e.originator_id = ANY(%s) AND e.topic LIKE %s ORDER BY e.originator_id, e.originator_version DESC",
+            self._events,
+            self._chain_table,
+        )
+        self._sql_after: dict[str | None, str] = {}  # events_after's statement, by snapshots table
         self.sql_create_statements.append(
             SQL("CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, hash text NOT NULL)").format(
                 self._chain_table
@@ -55,34 +81,64 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             with self.datastore.transaction(commit=True) as curs:
                 curs.execute(SQL("INSERT INTO {0} VALUES (%s, now())").format(self._log_table), (uuid.uuid4().hex,))
 
-    def _fetch_ids_after_insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
-        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        if ids:
-            self._chain(curs, ids, stored_events)
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's insert_events
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """The library's save (lock, notify, insert), chained, in two round trips, not five: all up to
+        the insert in one, the hashes and the commit in the other (the library nests a transaction in
+        its pipeline, and each level syncs)."""
+        if not stored_events:
+            return None
+        with self.datastore.get_connection() as conn:
+            try:
+                with conn.pipeline() as pipeline:
+                    conn.execute("BEGIN")
+                    ids = self._append(conn, stored_events, kwargs.get("guards") or (), pipeline.sync)
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                    conn.execute("ROLLBACK")  # nothing of it is committed; the connection goes back clean
+                raise
         return ids
 
-    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        guards = kwargs.get("guards")
-        if guards:  # checked before the insert, under the lock it takes (taken again there: a no-op)
-            self._lock_table(curs)
-            self._guard(curs, guards)
-        super()._insert_stored_events(curs, stored_events, **kwargs)
+    def _append(
+        self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards, sync: Callable[[], None]
+    ) -> list[int]:
+        """Insert and chain `stored_events` in the transaction open on `conn`. Under the library's table
+        lock, before the insert: the guards (checked before anything is committed), and the chain's last
+        row (the insert writes none), all sent with the insert and answered at `sync`."""
+        statements = conn.cursor()  # not closed before the sync: a cursor closed in a pipeline waits for it
+        for lock in self._sql_lock:  # the library's _lock_table
+            statements.execute(lock, prepare=True)
+        found = self._guard(conn, guards) if guards else None
+        last = conn.cursor()
+        last.execute(self._sql_last, prepare=True)
+        statements.execute(self._sql_notify)  # the library's _notify_channel
+        inserted = conn.cursor()
+        rows = [
+            self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
+            for s in stored_events
+        ]
+        inserted.execute(self._sql_insert, (rows,))  # the library's _insert_stored_events
+        sync()
+        if found is not None:
+            now = {row["id"]: row["v"] for row in found.fetchall()}
+            check_guards([(stream, now.get(stream)) for stream, _ in guards], guards)
+        ids = [row["notification_id"] for row in inserted.fetchall()]
+        if len(ids) != len(stored_events):
+            raise ProgrammingError(f"inserted {len(stored_events)} events, got {len(ids)} notification ids")
+        self._chain(conn, ids, stored_events, last.fetchone())
+        return ids
 
-    def _guard(self, curs: Any, guards: Guards) -> None:
-        """Under the library's LOCK TABLE, before the insert: the guarded streams are as the decision read
-        them. (Raised after the insert, the library's transaction would still commit it.)"""
-        found = []
-        for stream, _ in guards:
-            curs.execute(
-                SQL("SELECT max(originator_version) AS v FROM {0} WHERE originator_id = %s").format(self._events),
-                (stream,),
-            )
-            found.append((stream, curs.fetchone()["v"]))
-        check_guards(found, guards)
+    def _guard(self, conn: Any, guards: Guards) -> Any:
+        """The versions of the guarded streams now (under the lock, before the insert), in one query:
+        a cursor to read once the pipeline has answered."""
+        found = conn.cursor()
+        found.execute(self._sql_guard, (list({stream for stream, _ in guards}),))  # each stream asked once
+        return found
 
-    def _chain(self, curs: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent]) -> None:
-        curs.execute(SQL("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1").format(self._chain_table))
-        last = curs.fetchone()
+    def _chain(self, conn: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent], last: Any) -> None:
+        """Hash the events at `ids` after `last`, the chain's last row before them (None: empty)."""
+        curs = conn.cursor()
         after, previous = (last["position"], last["hash"]) if last else (0, chain.ZERO)
         if after < ids[0] - 1:  # as on SQLite (a sequence may also skip ids: then the gap is empty)
             curs.execute(
@@ -96,7 +152,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             previous = chain.fold(previous, gap)
         records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
         rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
-        curs.executemany(SQL("INSERT INTO {0} (position, hash) VALUES (%s, %s)").format(self._chain_table), rows)
+        curs.executemany(self._sql_hashes, rows)
 
     def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
         """As on SQLite: one transaction, under the library's table lock from the first batch on."""
@@ -107,8 +163,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             if head := curs.fetchone()["head"]:
                 raise StoreNotEmpty(head)
             for batch in batches:
-                self._insert_stored_events(curs, batch)
-                self._fetch_ids_after_insert_events(curs, batch)
+                self._append(conn, batch, (), lambda: None)  # not pipelined: each statement has answered
                 count += len(batch)
             if adopted := log_id():
                 curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (adopted,))
@@ -166,6 +221,45 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         ).format(self._events)
         return [Row(*r.values()) for r in self._query(sql, (list(streams), until))]
 
+    def events_after(
+        self, wanted: Sequence[tuple[UUID, int | None]], snapshots: Any
+    ) -> tuple[list[StoredEvent], list[StoredEvent]]:
+        """In ONE query (one snapshot of the log): the events of each stream after the version given,
+        or, given None, the stream's last snapshot (in the table of recorder `snapshots`) and the
+        events after it. Returns (events, snapshots)."""
+        if not wanted:
+            return [], []
+        table = None if snapshots is None else snapshots.events_table_name
+        sql = self._sql_after.get(table) or self._sql_after.setdefault(table, self._events_after_sql(table))
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(sql, ([i for i, _ in wanted], [v for _, v in wanted]), prepare=True)
+            rows = curs.fetchall()
+        found: tuple[list[StoredEvent], list[StoredEvent]] = ([], [])
+        for snapshot, stream, version, topic, state in rows:
+            found[snapshot].append(StoredEvent(stream, version, topic, bytes(state)))
+        return found[0], found[1]
+
+    def _events_after_sql(self, snapshots: str | None) -> str:
+        if snapshots is None:
+            latest = SQL("SELECT NULL::uuid, 0, NULL::text, NULL::bytea WHERE false")
+        else:
+            latest = SQL(
+                "SELECT DISTINCT ON (s.originator_id) s.originator_id, s.originator_version, s.topic, s.state"
+                " FROM {0} s JOIN w ON s.originator_id = w.id AND w.gt IS NULL"
+                " ORDER BY s.originator_id, s.originator_version DESC"
+            ).format(SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(snapshots)))
+        return (
+            SQL(
+                "WITH w (id, gt) AS (SELECT * FROM unnest(%s::uuid[], %s::int[])), s AS ({0})"
+                " SELECT true AS snapshot, * FROM s UNION ALL"
+                " SELECT false, e.originator_id, e.originator_version, e.topic, e.state FROM w JOIN {1} e"
+                " ON e.originator_id = w.id AND e.originator_version >"
+                " coalesce(w.gt, (SELECT s.originator_version FROM s WHERE s.originator_id = w.id), 0)"
+            )
+            .format(latest, self._events)
+            .as_string(None)
+        )
+
     def hash_at(self, position: int) -> str | None:
         sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
         return first_value(self._query(sql, (position,)))
@@ -177,6 +271,13 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         ).format(self._events, self._chain_table)
         rows = self._query(sql, (stream, CLAIM_TOPIC))
         return (rows[0]["notification_id"], rows[0]["hash"]) if rows else None
+
+    def claims_of(self, streams: Sequence[UUID]) -> dict[UUID, tuple[int, str | None]]:
+        """claim_of for each of `streams` in one query (those with no claim left out)."""
+        if not streams:
+            return {}
+        rows = self._query(self._sql_claims, (list(dict.fromkeys(streams)), CLAIM_TOPIC))
+        return {r["originator_id"]: (r["notification_id"], r["hash"]) for r in rows}
 
     def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
         """One statement on an autocommit connection: one round trip, not three (BEGIN and ROLLBACK)."""

@@ -197,6 +197,10 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         rows = self._query(sql, (stream.hex, CLAIM_TOPIC))
         return (rows[0][0], rows[0][1]) if rows else None
 
+    def claims_of(self, streams: Sequence[UUID]) -> dict[UUID, tuple[int, str | None]]:
+        """claim_of for each of `streams` (those with no claim left out)."""
+        return {s: found for s in dict.fromkeys(streams) if (found := self.claim_of(s)) is not None}
+
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         try:
             with self.datastore.transaction(commit=False) as c:

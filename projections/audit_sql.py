@@ -93,11 +93,16 @@ class SQLAuditFold(Fold):
         """Attaches the log to `db` read-only (outside any transaction); drops `indexes`, made after the
         head (sorted once, cheaper than inserted into one by one)."""
         db.execute("ATTACH DATABASE ? AS rollouts_log", (f"{log.path.resolve().as_uri()}?mode=ro",))
+        self._setup(db, 'rollouts_log."{}"'.format(log.table.replace('"', '""')), head, source, row, indexes)
+
+    def _setup(
+        self, db: sqlite_utils.Database, table: str, head: int, source: EventSource, row: RowOf, indexes: Indexes
+    ) -> None:
+        """Reading the log's rows from `table` (columns rowid, originator_id, originator_version, topic, state)."""
         for statement in TEMP:
             db.execute(statement)
         for name in indexes:
             db.execute(f"DROP INDEX IF EXISTS {name}")
-        table = 'rollouts_log."{}"'.format(log.table.replace('"', '""'))
         self.ids, self.rows, self.odd = (s.replace("{log}", table) for s in (IDS, ROWS, ODD))
         self.db = db
         self.head = head
@@ -110,6 +115,8 @@ class SQLAuditFold(Fold):
         self.done = 0  # rows queued up to this position
         self.last = 0
         self.finished = False
+
+    reads_itself = True
 
     def wants(self, kind: str, type_: str) -> bool:
         return False
@@ -155,6 +162,10 @@ class SQLAuditFold(Fold):
         self._start()
         if self.last > self.done:
             self._queue(self.last)
+        self._python_rows()
+
+    def _python_rows(self) -> None:
+        """The rows of the events whose JSON SQLite did not read, made by Python; then wait for all."""
         odd = [p for (p,) in self.sink.execute("SELECT position FROM temp.audit_odd ORDER BY position")]
         rows = [self._python_row(p) for p in odd]  # the writer is idle: nothing was queued since
         self.sink.executemany(REPLACE, rows)

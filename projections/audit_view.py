@@ -10,7 +10,7 @@ import sqlite_utils
 from projections import streams
 from projections.projection import Fold, Projection, Sink
 from projections.records import Record
-from projections.source import EventSource, SQLiteLog
+from projections.source import EventSource, Log, PostgresLog
 
 CREATE_EVENTS = """
 CREATE TABLE IF NOT EXISTS events (
@@ -45,13 +45,15 @@ class AuditView(Projection):
     def fold(self, conn: Sink) -> AuditFold:
         return AuditFold(conn)
 
-    def fold_from_zero(
-        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: SQLiteLog | None
-    ) -> Fold:
-        """From a local SQLite log, SQLite makes the rows itself (see audit_sql)."""
+    def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
+        """From a log a rebuild reads itself, SQLite makes the rows (see audit_sql, audit_staged)."""
         if log is None:
             return self.fold(conn)
-        from projections.audit_sql import SQLAuditFold  # rebuilds only: not on every read's import path
+        if isinstance(log, PostgresLog):
+            from projections.audit_staged import StagedAuditFold  # rebuilds only: not on every read's import path
+
+            return StagedAuditFold(db, log, head, source, row, INDEXES)
+        from projections.audit_sql import SQLAuditFold
 
         return SQLAuditFold(db, log, head, source, row, INDEXES)
 

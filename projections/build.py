@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
@@ -20,8 +20,11 @@ from projections.files import Tracked
 from projections.log_file import LogFile
 from projections.projection import Fold, Projection
 from projections.records import decode, decode_stamped, record, record_stamped, topic_parts
-from projections.source import EventSource, LocalLog, SQLiteLog
+from projections.source import EventSource, Log, PostgresLog, SQLiteLog, direct_log
 from projections.writer import Writer
+
+if TYPE_CHECKING:
+    from projections.pg_log import PostgresLogFile
 
 FLUSH = 100_000  # positions between two writes of the rows the folds changed
 PARALLEL_FROM = 50_000  # events: below, a process's start costs about what it saves
@@ -40,11 +43,12 @@ def build(
 ) -> int:
     """Fold `source` up to at least `head`, reading `batch` events at a time, into new files at `paths`.
 
-    Returns the position reached. On any error the files are removed. From a local SQLite log of
-    PARALLEL_FROM events or more, every projection but the last is folded by another process (see
-    build_worker), which reads the log itself, while this one folds the last (the audit view, which
-    SQLite builds in a thread of its own, see audit_sql): the Python folds and SQLite's share no GIL."""
-    log = source.sqlite_log() if isinstance(source, LocalLog) else None
+    Returns the position reached. On any error the files are removed. From a log of PARALLEL_FROM
+    events or more that a rebuild can read itself (a local SQLite file, or PostgreSQL), every
+    projection but the last is folded by another process (see build_worker), which reads the log
+    itself, while this one folds the last (the audit view, which SQLite builds in a thread of its
+    own, see audit_sql and audit_staged): the Python folds and SQLite's share no GIL."""
+    log = direct_log(source)
     try:
         if log is not None and len(projections) > 1 and head >= PARALLEL_FROM:
             return _parallel(source, projections, paths, head, log_id, batch, progress, log)
@@ -61,7 +65,7 @@ def _parallel(
     log_id: str,
     batch: int,
     progress: Progress | None,
-    log: SQLiteLog,
+    log: SQLiteLog | PostgresLog,
 ) -> int:
     from projections import build_worker  # large rebuilds only
 
@@ -91,20 +95,24 @@ def _build(
     log_id: str,
     batch: int,
     progress: Progress | None,
-    log: SQLiteLog | None,
+    log: Log,
 ) -> int:
     dbs: dict[str, sqlite_utils.Database] = {}
     folds: list[Fold] = []
-    reader = LogFile(log) if log is not None else None
+    reader = open_log(log)
     try:
         for p in projections:
             dbs[p.name] = db = files.create_unjournaled(paths[p.name])
             p.create(db)
             files.track(db, p.name, Tracked(p.version, 0, log_id))
         with Writer() as writer:
+            # From PostgreSQL, SQLite makes the audit rows from copies of the log's rows (audit_staged): a
+            # second read of the log, and a thread that wants a core of its own. Worth it only where this
+            # process has no Python fold to run meanwhile (see _parallel).
+            staged = log if not isinstance(log, PostgresLog) or len(projections) == 1 else None
             for p in projections:  # outside any transaction: a fold may attach the log
                 db = dbs[p.name]
-                folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, log))
+                folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, staged))
             for db in dbs.values():
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)
@@ -130,6 +138,17 @@ def _build(
     return at
 
 
+def open_log(log: Log) -> LogFile | PostgresLogFile | None:
+    """A reader of the log by position range, with a connection of its own (None: read the source)."""
+    if log is None:
+        return None
+    if isinstance(log, PostgresLog):
+        from projections.pg_log import PostgresLogFile  # a PostgreSQL log only: psycopg loads for it alone
+
+        return PostgresLogFile(log)
+    return LogFile(log)
+
+
 class Wanted(dict[str, Any]):
     """How the events of a topic are decoded for the folds: not at all (None) when none looks at
     them, without their data (`stamped`) when none reads it, else in `full`."""
@@ -152,19 +171,28 @@ class Wanted(dict[str, Any]):
 
 
 def fold_all(
-    source: EventSource | LogFile, folds: Sequence[Fold], head: int, batch: int, progress: Progress | None
+    source: EventSource | LogFile | PostgresLogFile,
+    folds: Sequence[Fold],
+    head: int,
+    batch: int,
+    progress: Progress | None,
 ) -> int:
     """Offer every event to `folds`, `batch` at a time: all of the log to `head` (and a little past,
-    from an EventSource; exactly to it from a LogFile)."""
+    from an EventSource; exactly to it from a reader of the log itself)."""
     at = flushed = 0
-    wanted = Wanted(folds, record, record_stamped) if isinstance(source, LogFile) else Wanted(folds)
+    direct = hasattr(source, "records")  # a LogFile or a PostgresLogFile, not an EventSource
+    wanted = Wanted(folds, record, record_stamped) if direct else Wanted(folds)
+    # Folds that read the log themselves want no record: past the first batch (whose topics SQLAuditFold
+    # lists for SQLite to look up), only the positions are offered to them.
+    unread = direct and all(fold.reads_itself for fold in folds)
     while at < head:
-        if isinstance(source, LogFile):
+        if direct:
             upto = min(at + batch, head)
-            records = source.records(at, upto, wanted, wanted.skipped)
+            reading = not (unread and at)
+            records = source.records(at, upto, wanted, wanted.skipped) if reading else []  # type: ignore[union-attr]
             at = upto
         else:
-            notifications = source.read(at, batch)
+            notifications = source.read(at, batch)  # type: ignore[union-attr]
             if not notifications:
                 break
             records = [how(n) for n in notifications if (how := wanted[n.topic])]

@@ -1,9 +1,10 @@
-"""Projections rebuilt from a local SQLite log by a process of their own (see build.build).
+"""Projections rebuilt by a process of their own from a log it reads itself, SQLite or PostgreSQL (see build.build).
 
-    python -m projections.build_worker '{"paths": {NAME: PATH, ...}, "log": ..., "table": ..., ...}'
+    echo '{"paths": {NAME: PATH}, "log": {"sqlite": [PATH, TABLE]}, ...}' | python -m projections.build_worker
 
-It writes their files as build does, prints the position it reached, and exits 0; on an error it
-removes the files, prints one line on stderr and exits 1."""
+The task comes on stdin, not in argv, which anyone on the machine may read: a PostgreSQL log's
+conninfo may hold a password. It writes their files as build does, prints the position it reached,
+and exits 0; on an error it removes the files, prints one line on stderr and exits 1."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
-from projections.source import SQLiteLog
+from projections.source import PostgresLog, SQLiteLog
+
+if TYPE_CHECKING:
+    from projections.log_file import LogFile
+    from projections.pg_log import PostgresLogFile
 
 
 class WorkerFailed(RuntimeError):
@@ -43,11 +49,11 @@ class Worker:
         self.proc.communicate()
 
 
-def start(paths: dict[str, Path], log: SQLiteLog, head: int, log_id: str, batch: int) -> Worker:
+def start(paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_id: str, batch: int) -> Worker:
+    where = {"postgres": list(log)} if isinstance(log, PostgresLog) else {"sqlite": [str(log.path), log.table]}
     task = {
         "paths": {name: str(path) for name, path in paths.items()},
-        "log": str(log.path),
-        "table": log.table,
+        "log": where,
         "head": head,
         "log_id": log_id,
         "batch": batch,
@@ -55,32 +61,40 @@ def start(paths: dict[str, Path], log: SQLiteLog, head: int, log_id: str, batch:
     # The worker imports this package from where this process found it.
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    argv = [sys.executable, "-m", "projections.build_worker", json.dumps(task)]
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    argv = [sys.executable, "-m", "projections.build_worker"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with proc.stdin:  # type: ignore[union-attr] - a pipe, asked for above
+        proc.stdin.write(json.dumps(task).encode())  # type: ignore[union-attr]
+    proc.stdin = None  # sent and closed: communicate() has nothing more to send
     return Worker(", ".join(paths), proc)
 
 
-def main(argv: list[str]) -> int:
+def main(task_text: str) -> int:
     from projections import build
-    from projections.log_file import LogFile
     from projections.registry import BY_NAME
 
-    task = json.loads(argv[0])
-    log = SQLiteLog(Path(task["log"]), task["table"])
+    task = json.loads(task_text)
+    where = task["log"]
+    log = (
+        PostgresLog(*where["postgres"])
+        if "postgres" in where
+        else SQLiteLog(Path(where["sqlite"][0]), *where["sqlite"][1:])
+    )
     paths = {name: Path(path) for name, path in task["paths"].items()}
     chosen = [BY_NAME[name] for name in paths]
-    source = LogFile(log)
     try:
-        at = build._build(source, chosen, paths, task["head"], task["log_id"], task["batch"], None, log)
+        source = cast("LogFile | PostgresLogFile", build.open_log(log))  # a log was given: a reader of it
+        try:
+            at = build._build(source, chosen, paths, task["head"], task["log_id"], task["batch"], None, log)
+        finally:
+            source.close()
     except Exception as error:  # noqa: BLE001 - told to the parent in one line
-        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        print(f"{type(error).__name__}: {' '.join(str(error).split())}", file=sys.stderr)
         return 1
-    finally:
-        source.close()
     print(at)
     return 0
 
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # SystemExit: _build removes its file
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.stdin.read()))

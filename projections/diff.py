@@ -14,7 +14,7 @@ from typing import Any
 
 from projections.projection import Projection
 from projections.records import Notification
-from projections.source import EventSource, LocalLog, SQLiteLog
+from projections.source import EventSource, LocalLog, PostgresLog, ServerLog, SQLiteLog
 
 
 class Bounded:
@@ -37,6 +37,9 @@ class Bounded:
 
     def sqlite_log(self) -> SQLiteLog | None:
         return self.source.sqlite_log() if isinstance(self.source, LocalLog) else None
+
+    def postgres_log(self) -> PostgresLog | None:
+        return self.source.postgres_log() if isinstance(self.source, ServerLog) else None
 
 
 @dataclass(frozen=True)

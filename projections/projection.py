@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Protocol
 import sqlite_utils
 
 from projections.records import Record
-from projections.source import EventSource, SQLiteLog
+from projections.source import EventSource, Log
 
 # Rows a fold keeps between batches; past this many it forgets them (they are written).
 CACHE_ROWS = 250_000
@@ -31,6 +31,8 @@ class Fold(ABC):
 
     What it remembers is only right while nothing else writes the file: use one fold per
     transaction, or per file that no other connection writes (a rebuild's)."""
+
+    reads_itself: ClassVar[bool] = False  # True: wants no record at all, it reads the log itself
 
     def wants(self, kind: str, type_: str) -> bool:
         """Whether `apply` looks at events of this kind and type at all (the others may be left out)."""
@@ -75,11 +77,9 @@ class Projection(ABC):
     def fold(self, conn: Sink) -> Fold:
         """A fold into the file behind `conn`, for the batches of one transaction (or of one private file)."""
 
-    def fold_from_zero(
-        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: SQLiteLog | None
-    ) -> Fold:
+    def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
         """A fold of all of `source` (to `head` and a little past) into `db`, new and private, written
-        through `conn`; `log` is where the log's SQLite file is, when it is one."""
+        through `conn`; `log` is where the rebuild may read the log itself (an SQLite file, a PostgreSQL table)."""
         return self.fold(conn)
 
     def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:

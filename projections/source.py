@@ -27,9 +27,40 @@ class SQLiteLog(NamedTuple):
     table: str
 
 
+class PostgresLog(NamedTuple):
+    """Where a log kept by eventsourcing's PostgreSQL module is: how to connect (libpq's conninfo,
+    a password included when one was given: never print it), its schema, and the table of its events."""
+
+    conninfo: str
+    schema: str
+    table: str
+
+    def __repr__(self) -> str:  # never the conninfo: it may hold a password
+        return f"PostgresLog(schema={self.schema!r}, table={self.table!r})"
+
+
+Log = SQLiteLog | PostgresLog | None  # where a rebuild reads the log itself (None: through its source)
+
+
 @runtime_checkable
 class LocalLog(Protocol):
     """A source whose log may be an SQLite file on this machine, which SQLite can then read itself."""
 
     def sqlite_log(self) -> SQLiteLog | None:
         """The log's file and table, or None when it is not an SQLite file."""
+
+
+@runtime_checkable
+class ServerLog(Protocol):
+    """A source whose log may be in PostgreSQL, which a rebuild can then read with connections of its own."""
+
+    def postgres_log(self) -> PostgresLog | None:
+        """Where the log is, or None when it is not a PostgreSQL log."""
+
+
+def direct_log(source: object) -> Log:
+    """Where a rebuild can read `source`'s log itself, bypassing the source; None when it cannot."""
+    found = source.sqlite_log() if isinstance(source, LocalLog) else None
+    if found is None and isinstance(source, ServerLog):
+        return source.postgres_log()
+    return found

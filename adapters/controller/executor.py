@@ -5,17 +5,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
+from uuid import UUID
 
 from adapters.application import RolloutsApp, WriteConflict, new_meta
 from adapters.controller import commands
 from adapters.controller.launch import Launch, launch_spec
 from adapters.controller.plan import REPORTS, Action, Kind, is_gone
 from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
-from domain import phases
+from domain import ids, phases
 from domain.deployment import Deployment
 from domain.errors import DomainError, NotFound
+from domain.freeze import ALL_ID
 
 Meta = dict[str, Any]
 
@@ -31,6 +33,8 @@ class Executor:
         self.cwd = cwd
         self.ended: set[str] = set()
         self._log_id: tuple[str | None] | None = None  # the log's id, read once a pass
+        # The claims of a group's deployments, read at once (see _reading): the streams asked, what was found
+        self._claims: tuple[set[UUID], dict[UUID, tuple[int, str | None]]] | None = None
 
     def begin_pass(self) -> None:
         """Forget what was read of the log in the last pass (its id: a rebind may change it)."""
@@ -71,17 +75,18 @@ class Executor:
         if any(b[0].kind != Kind.CLAIM and b[0].kind not in REPORTS for b in batches):
             raise ValueError("only claims and reports are decided together")
         claims = batches[0][0].kind == Kind.CLAIM
-        if claims:  # those a twin has claimed meanwhile are left out at once
-            due = [(b, m) for b, m in zip(batches, metas, strict=True) if self._new(b[0])]
-        else:
-            due = list(zip(batches, metas, strict=True))
-        decisions = [self._decision(b, m) for b, m in due]
-        results = commands.together(self.app, decisions) if len(decisions) > 1 else None
+        with self._reading([b[0] for b in batches], claims=not claims):
+            if claims:  # those a twin has claimed meanwhile are left out at once
+                due = [(b, m) for b, m in zip(batches, metas, strict=True) if self._new(b[0])]
+            else:
+                due = list(zip(batches, metas, strict=True))
+            decisions = [self._decision(b, m) for b, m in due]
+            results = commands.together(self.app, decisions) if len(decisions) > 1 else None
         failures: list[tuple[tuple[Action, ...], Exception]] = []
         creates: list[Action] = []
         for i, (batch, _) in enumerate(due):
             try:
-                if results is None:
+                if results is None:  # each decided alone, on its own fresh reads (after the block above)
                     self.run_batch(batch, notification_ids.get((batch[0].config, batch[0].version)))
                 elif claims and results[i] is not None:
                     creates.append(dataclasses.replace(batch[0], kind=Kind.CREATE, name=results[i]))
@@ -96,18 +101,38 @@ class Executor:
         inserted together (one sync to disk, in LocalRuntime) by the runtime's batched()."""
         ready: list[tuple[Action, int, Launch, str]] = []
         failures: list[tuple[tuple[Action, ...], Exception]] = []
-        for a in creates:
-            try:
-                launch = self._launch(a)
-            except (DomainError, NotFound) as error:
-                failures.append(((a,), error))
-                continue
-            if launch is not None:
-                ready.append(launch)
+        with self._reading(creates, claims=True, configs=False):  # re-read after the claims' commit
+            for a in creates:
+                try:
+                    launch = self._launch(a)
+                except (DomainError, NotFound) as error:
+                    failures.append(((a,), error))
+                    continue
+                if launch is not None:
+                    ready.append(launch)
         with self.runtime.batched() if len(ready) > 1 else contextlib.nullcontext():
             for launch in ready:
                 self._runtime_create(*launch)
         return failures
+
+    @contextlib.contextmanager
+    def _reading(self, actions: Sequence[Action], *, claims: bool, configs: bool = True) -> Iterator[None]:
+        """For several actions: their deployments (and configs, and the freeze of all) read in one query,
+        served to every load in the block, and then, if `claims`, their claims (claim_token) in another.
+        Read in that order, a claim newer than the deployment a decision read makes its save conflict.
+        Whatever is decided again alone, after the block, reads afresh."""
+        if len(actions) < 2:
+            yield
+            return
+        deployments = [ids.deployment_id(ids.config_id(a.config), a.version) for a in actions]
+        streams = [*deployments, *([ids.config_id(a.config) for a in actions] + [ALL_ID] if configs else [])]
+        with self.app.preloaded(streams):
+            if claims:
+                self._claims = (set(deployments), self.app.recorder.claims_of(deployments))
+            try:
+                yield
+            finally:
+                self._claims = None
 
     def _new(self, a: Action) -> bool:
         try:
@@ -180,8 +205,10 @@ class Executor:
         """The claim a runtime row must name to be this attempt's deployer (I7): the log's id, and the
         position and hash of the attempt's DeployerClaimed event. Deployment and attempt alone are not
         enough: an older copy of the same log, or another log, reuses them."""
-        recorder = self.app.recorder
-        position, digest = recorder.claim_of(deployment.id) or (0, None)
+        if self._claims is not None and deployment.id in self._claims[0]:
+            position, digest = self._claims[1].get(deployment.id) or (0, None)  # read with the group's
+        else:
+            position, digest = self.app.recorder.claim_of(deployment.id) or (0, None)
         return claim_text(self.log_id(), position, digest)
 
     def _foreign(self, deployment: Deployment, name: str, row: Observed | None) -> str | None:

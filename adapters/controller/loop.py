@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sqlite3
 import threading
@@ -149,12 +150,16 @@ class Controller:
         for row in self.runtime.list():
             if row.config in self.executor.ended:
                 by_config.setdefault(row.config, []).append(row)
+        configs = [ids.config_id(name) for name in by_config]
+        with self.app.preloaded(configs) if len(configs) > 1 else contextlib.nullcontext():  # one read for all
+            limits = {}
+            for name in by_config:
+                with contextlib.suppress(NotFound):
+                    limits[name] = commands.peek(self.app, ids.config_id(name)).spec["history_limit"]
         for name, rows in by_config.items():
-            try:
-                limit = commands.peek(self.app, ids.config_id(name)).spec["history_limit"]
-            except NotFound:
+            if name not in limits:
                 continue
-            keep = sorted({r.revision for r in rows}, reverse=True)[:limit]
+            keep = sorted({r.revision for r in rows}, reverse=True)[: limits[name]]
             old = [r.name for r in rows if r.revision not in keep and r.state not in ("created", "running")]
             if old:
                 self.runtime.prune(old)

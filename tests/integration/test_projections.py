@@ -7,6 +7,7 @@ controller, so deployments go through New, Pending, Running, Complete and Failed
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -58,10 +59,10 @@ Dump = dict[str, list[tuple[Any, ...]]]
 class Log:
     """One home with its application open."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, store: str | None = None) -> None:
         self.home = Home(path)
         self.home.ensure()
-        self.app = open_app(self.home, None)
+        self.app = open_app(self.home, store)
 
     def head(self) -> int:
         return self.app.recorder.max_notification_id() or 0
@@ -750,6 +751,74 @@ def test_a_first_event_sqlite_cannot_read_leaves_the_audit_to_python(random_home
     store.rebuild()
     assert_same(dump(store), expected)
     close_store(store)
+
+
+# -- from a PostgreSQL log: read by the rebuild itself (pg_log), the audit made by SQLite (audit_staged) -----
+
+
+@pytest.fixture
+def random_pg(random_home: tuple[Log, Dump], postgres_url: str, tmp: Path) -> Iterator[tuple[Log, Dump]]:
+    """The random log moved to a PostgreSQL schema (same positions), and the live tables of its home."""
+    from adapters.log_transfer import export_lines, load
+
+    log, live = random_home
+    pg = Log(tmp / "pg-home", postgres_url)
+    load(pg.app.recorder, (line.decode() for line in export_lines(log.app.recorder)))
+    assert pg.head() == log.head()
+    yield pg, live
+    pg.close()
+
+
+@pytest.mark.parametrize("worker", [False, True], ids=["one-process", "worker"])
+def test_a_rebuild_from_a_postgres_log_equals_the_live_tables(
+    worker: bool, random_pg: tuple[Log, Dump], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, live = random_pg
+    monkeypatch.setattr(build_module, "PARALLEL_FROM", 0 if worker else 1 << 62)
+    store = log.store()
+    store.rebuild()
+    assert_same(dump(store), live)
+    assert positions(store) == {p.name: log.head() for p in ALL}
+    close_store(store)
+
+
+def test_a_rebuild_from_a_postgres_log_of_events_sqlite_cannot_render_equals_its_live_tables(
+    random_pg: tuple[Log, Dump], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, _ = random_pg
+    unusual_history(log)
+    log.app.create_config("nan", Spec(command=["true"]), new_meta("x", notification_id=float("inf")))
+    log.app.latest("nan", None, False, new_meta("x"))  # a first event SQLite cannot read: Python's audit
+    live = log.store()
+    live.catch_up()
+    expected = dump(live)
+    close_store(live)
+    for parallel_from in (1 << 62, 0):
+        monkeypatch.setattr(build_module, "PARALLEL_FROM", parallel_from)
+        store = log.store(log.home.path / f"views-{parallel_from}")
+        store.rebuild()
+        assert_same(dump(store), expected)
+        close_store(store)
+
+
+def test_a_rebuild_from_a_postgres_log_gives_its_worker_no_password_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp: Path
+) -> None:
+    """Any user of the machine may read a process's argv: the worker's task, conninfo included, goes on stdin."""
+    from projections.source import PostgresLog
+
+    seen: list[list[str]] = []
+
+    class Recorded:
+        def __init__(self, argv: list[str], **_: Any) -> None:
+            seen.append(argv)
+            self.stdin = io.BytesIO()
+
+    monkeypatch.setattr(worker_module.subprocess, "Popen", Recorded)
+    log = PostgresLog("host=db user=app password=s3cret dbname=rollouts", "public", "rollouts_events")
+    worker_module.start({"desired": tmp / "d.db"}, log, 10, "log-id", 100)
+    assert seen and not any("s3cret" in part for part in seen[0])
+    assert "s3cret" not in repr(log)  # nor in a traceback or a log line that shows it
 
 
 def test_a_record_decoded_without_its_data_is_the_full_record_less_its_data(random_home: tuple[Log, Dump]) -> None:

@@ -517,3 +517,85 @@ def test_decisions_taken_together_left_their_reads_behind_for_ever(app: Any) -> 
         decisions = [commands.claim_decision(app, n, revision, ME, meta()) for n in ("a", "b", "c")]
         assert commands.together(app, decisions) is not None
     assert len(app._reads) <= 6, "reads of earlier decisions are still held"
+
+
+# -- a pass's group reads its aggregates and claims at once (adapters.preload), on both stores -------
+
+
+@pytest.fixture
+def apps_on(tmp_path: Path, backend_store: str | None) -> Iterator[tuple[Any, Any]]:
+    """Two applications (this controller's, and a twin's) on one log of each store."""
+    home = Home(tmp_path / "h")
+    ours, twins = open_app(home, backend_store), open_app(home, backend_store)
+    yield ours, twins
+    ours.close()
+    twins.close()
+
+
+def test_a_claim_a_twin_takes_between_the_groups_read_and_its_save_is_made_once(
+    apps_on: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's save conflicts; each claim is then decided alone on fresh reads (I4), not on the
+    group's: the twin's claim stands, ours is made for the other deployment, one deployer each (I1)."""
+    app, twin = apps_on
+    two_configs(app)
+    window = app.preloaded
+
+    @contextlib.contextmanager
+    def read_then_raced(streams: Any) -> Iterator[None]:
+        with window(streams):
+            if not twin_claimed:
+                twin_claimed.append(commands.claim(twin, "web", 1, OTHER, meta()))
+            yield
+
+    twin_claimed: list[Any] = []
+    monkeypatch.setattr(app, "preloaded", read_then_raced)
+    runtime = FakeRuntime()
+    assert Executor(app, runtime, ME, "tester@test", "/").run_group(claims_of("app", "web"), {}) == []
+    assert twin_claimed == ["web-1-deploy-1"]
+    assert [c["name"] for c in runtime.created] == ["app-1-deploy-1"]
+    assert [app.deployment(app.config(n), 1).claimant for n in ("app", "web")] == [ME, OTHER]
+
+
+class RowsRuntime(FakeRuntime):
+    """Answers get() with the rows it is given."""
+
+    def __init__(self, rows: dict[str, Observed]) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def get(self, name: str) -> Observed | None:
+        return self.rows.get(name)
+
+
+def exited_row(name: str, claim: str) -> Observed:
+    config = name.split("-")[0]
+    return Observed(name, config, 1, 1, "exited", 0, None, "2026-01-01T00:00:00+00:00", None, False, claim)
+
+
+def test_the_reports_of_a_group_match_each_row_against_the_claim_of_its_own_deployment(
+    apps_on: tuple[Any, Any],
+) -> None:
+    """I7 in a group, whose claims are read at once: the row made for app's claim completes app; the
+    row named for web but made for a claim of another log fails web, and says why."""
+    app, _ = apps_on
+    two_configs(app)
+    for name in ("app", "web"):
+        assert commands.claim(app, name, 1, ME, meta()) is not None
+    executor = Executor(app, FakeRuntime(), ME, "tester@test", "/")
+    ours = executor.claim_token(app.deployment(app.config("app"), 1))
+    executor.runtime = RowsRuntime(
+        {"app-1-deploy-1": exited_row("app-1-deploy-1", ours), "web-1-deploy-1": exited_row("web-1-deploy-1", ours)}
+    )
+    group = [
+        (
+            Action(Kind.RECORD_CREATED, name, 1, 1, name=f"{name}-1-deploy-1"),
+            Action(Kind.RECORD_EXIT, name, 1, 1, name=f"{name}-1-deploy-1", exit_code=0),
+        )
+        for name in ("app", "web")
+    ]
+    assert executor.run_group(group, {}) == []
+    app_deployment, web_deployment = (app.deployment(app.config(n), 1) for n in ("app", "web"))
+    assert app_deployment.phase == "Complete"
+    assert web_deployment.phase == "Failed"
+    assert "no claim of this log made" in (web_deployment.reason or "")

@@ -1,0 +1,145 @@
+"""Loading many aggregates with one read of the log: the library's repository, with a preload window.
+
+A controller pass decides claims and reports for many deployments at once; each load of the
+library's repository reads the stream's new events (a round trip on PostgreSQL, two for an
+aggregate not in the cache: its snapshot, then its events). `preloaded(ids)` reads the new events
+of all of them in one query and, until the window closes, serves their loads from what it read.
+Nothing is decided on older state than before: the loads of one decision were never one
+snapshot of the log, and every save still checks each aggregate's version (I4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from copy import deepcopy
+from itertools import chain
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
+from eventsourcing.persistence import StoredEvent
+
+Wanted = Sequence[tuple[UUID, int | None]]  # a stream, and the version cached (None: not cached)
+
+
+class PreloadingRepository(Repository[UUID]):
+    """The library's repository; inside `preloaded(ids)`, a load of one of `ids` reads nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._local = threading.local()  # a window is one thread's (a notifier's thread loads its own)
+
+    @contextlib.contextmanager
+    def preloaded(self, ids: Iterable[UUID]) -> Iterator[None]:
+        """Read the new events of aggregates `ids` at once; their loads in this thread, until the
+        end of the block, return them as read then (a copy each time, as the library's get does)."""
+        outer = getattr(self._local, "window", None)
+        self._local.window = self._read(list(dict.fromkeys(ids)))
+        try:
+            yield
+        finally:
+            self._local.window = outer
+
+    def holds(self, aggregate_id: UUID) -> bool:
+        """Whether a load of `aggregate_id` now reads nothing (it is in this thread's window)."""
+        window = getattr(self._local, "window", None)
+        return window is not None and aggregate_id in window
+
+    def get(self, aggregate_id: UUID, *, version: int | None = None, **kwargs: Any) -> Any:
+        window = getattr(self._local, "window", None)
+        if window is None or version is not None or aggregate_id not in window:
+            return super().get(aggregate_id, version=version, **kwargs)
+        found = window[aggregate_id]
+        if found is None:
+            raise AggregateNotFoundError(aggregate_id)
+        if kwargs.get("deepcopy_from_cache", True) and self.deepcopy_from_cache:
+            return deepcopy(found)
+        return found
+
+    def _reconstruct_aggregate(self, aggregate_id: UUID, version: int | None, projector_func: Any) -> Any:
+        """As the library does (its last snapshot, then the events after), in one query, not two,
+        where the recorder can (PostgreSQL); an older version, or another log, as the library does."""
+        if version is not None or not hasattr(self.event_store.recorder, "events_after"):
+            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+        events, snapshots = self._events_after([(aggregate_id, None)])
+        found = chain(snapshots.get(aggregate_id, []), events.get(aggregate_id, []))
+        aggregate = (_project if projector_func is project_aggregate else projector_func)(None, found)
+        if aggregate is None:
+            raise AggregateNotFoundError(f"Aggregate {aggregate_id!r} version None not found.")
+        return aggregate
+
+    def _read(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
+        cached = {i: self._cached(i) for i in ids}
+        wanted = [(i, None if a is None else a.version) for i, a in cached.items()]
+        events, snapshots = self._events_after(wanted)
+        window: dict[UUID, Any] = {}
+        for i, aggregate in cached.items():
+            new = events.get(i, [])
+            if aggregate is None:  # as the library reconstructs it: its last snapshot, then the events after
+                aggregate = _project(None, chain(snapshots.get(i, []), new))
+                if aggregate is not None and self.cache is not None:
+                    self.cache.put(i, aggregate)
+            elif new:  # fast-forwarded in the cache, as the library's get does it: under its lock
+                lock = self._use_fastforward_lock(i)
+                try:
+                    with lock:  # what another thread's load may have applied meanwhile is not applied again
+                        after = aggregate.version
+                        aggregate = _project(aggregate, [e for e in new if e.originator_version > after])
+                finally:
+                    self._disuse_fastforward_lock(i)
+            window[i] = aggregate
+        return window
+
+    def _cached(self, aggregate_id: UUID) -> Any:
+        if self.cache is None:
+            return None
+        try:
+            return self.cache.get(aggregate_id)
+        except KeyError:
+            return None
+
+    def _events_after(self, wanted: Wanted) -> tuple[dict[UUID, list[Any]], dict[UUID, list[Any]]]:
+        """The domain events of each stream after its cached version (after its last snapshot when
+        not cached), and those snapshots: in one query where the recorder can, else stream by stream."""
+        recorder = self.event_store.recorder
+        snapshots = self.snapshot_store.recorder if self.snapshot_store is not None else None
+        many = getattr(recorder, "events_after", None)
+        if many is not None:
+            stored, stored_snapshots = many(wanted, snapshots)
+        else:
+            stored, stored_snapshots = _one_by_one(recorder, snapshots, wanted)
+        to_event = self.event_store.mapper.to_domain_event
+        return _by_stream(stored, to_event), _by_stream(stored_snapshots, to_event)
+
+
+def _project(aggregate: Any, events: Iterable[Any]) -> Any:
+    """The library's project_aggregate without its check of each event against a Protocol (slow in Python
+    3.11, and every event here was made by the library's mapper)."""
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate
+
+
+def _one_by_one(recorder: Any, snapshots: Any, wanted: Wanted) -> tuple[list[StoredEvent], list[StoredEvent]]:
+    """What the library's get reads, for each stream in turn (a local log: no round trip to save)."""
+    events: list[StoredEvent] = []
+    found: list[StoredEvent] = []
+    for stream, version in wanted:
+        after = version
+        if version is None and snapshots is not None:
+            last = snapshots.select_events(stream, desc=True, limit=1)
+            found += last
+            after = last[0].originator_version if last else None
+        events += recorder.select_events(stream, gt=after)
+    return events, found
+
+
+def _by_stream(stored: Iterable[StoredEvent], to_event: Any) -> dict[UUID, list[Any]]:
+    """Domain events by stream, each stream's in version order."""
+    found: dict[UUID, list[Any]] = {}
+    for s in sorted(stored, key=lambda s: (str(s.originator_id), s.originator_version)):
+        event = to_event(s)
+        found.setdefault(event.originator_id, []).append(event)
+    return found

@@ -1,0 +1,42 @@
+"""A save that lost a race on the log (both stores): refused whole, the chain intact, the store usable at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eventsourcing.persistence import IntegrityError
+
+from adapters.application import new_meta
+from adapters.eventstore import open_app
+from adapters.home import Home
+from adapters.verify import verify_log
+from domain import rollout
+from domain.spec import Spec
+
+
+def meta() -> dict[str, Any]:
+    return new_meta("tester@test")
+
+
+def test_a_save_that_lost_a_race_appends_nothing_and_the_next_save_is_chained(
+    tmp_path: Path, backend_store: str | None
+) -> None:
+    home = Home(tmp_path / "h")
+    app, rival = open_app(home, backend_store), open_app(home, backend_store)
+    try:
+        app.create_config("web", Spec(command=["true"]), meta())
+        config = app.config("web")  # read: version n
+        aggregates = rollout.trigger(config, [], cause="manual", message=None, supersede=False, meta=meta())
+        rival.latest("web", None, False, meta())  # committed first: the config is at n + 1 now
+        head = app.recorder.max_notification_id()
+        with pytest.raises(IntegrityError):
+            app.save(*aggregates)
+        assert app.recorder.max_notification_id() == head  # nothing of the loser's events
+        assert app.latest("web", None, True, meta()) == 2  # decided again on fresh state, saved at once
+        verdict = verify_log(app.recorder)  # chained from the last hash before the lost save, to the new head
+        assert verdict.ok and verdict.head == app.recorder.max_notification_id() > head
+    finally:
+        app.close()
+        rival.close()
