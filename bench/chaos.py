@@ -1151,16 +1151,19 @@ def late(op: Op) -> bool:
 
 
 def not_cancel_requested(op: Op, streams: dict[tuple[str, int], list[dict[str, Any]]]) -> list[int]:
-    """The versions a `rollout cancel` that exited 0 printed whose cancel the log does not hold by the time
-    the command ended: neither its own CancelRequested nor one before it (a cancel of a deployment
-    whose cancel is already requested is acknowledged and appends nothing), or a retry since."""
+    """The versions a `rollout cancel` that exited 0 printed whose cancel the log does not hold: not its
+    own CancelRequested (a retry by another command after it, even before this one ended, takes
+    nothing away from it), nor, by the time the command ended, one before it that no retry followed
+    (a cancel of a deployment whose cancel is already requested is acknowledged and appends nothing)."""
     printed = [int(v) for v in re.findall(r"\d+", op.out.partition(" version ")[2])]
     missing = []
     for version in printed:
+        events = streams.get((op.config, version), [])  # in log order
+        if any(e["type"] == "CancelRequested" and e["actor"] == op.actor for e in events):
+            continue
         last = None
-        for e in streams.get((op.config, version), []):  # in log order
-            asked = e["type"] in ("CancelRequested", "RetryRequested")
-            if asked and (e["actor"] == op.actor or (epoch(e["timestamp"]) or math.inf) <= op.t1):
+        for e in events:
+            if e["type"] in ("CancelRequested", "RetryRequested") and (epoch(e["timestamp"]) or math.inf) <= op.t1:
                 last = e["type"]
         if last != "CancelRequested":
             missing.append(version)

@@ -58,3 +58,14 @@ def test_a_cancel_asked_before_a_retry_does_not_cover_a_cancel_after_it() -> Non
         event(3, "RetryRequested", "someone", T0 + 2),
     ]
     assert [w["op"] for w in lost_writes([TRIGGER, cancel(2, T0 + 1.1), cancel(3, T0 + 3)], events)] == [3]
+
+
+def test_a_cancel_that_wrote_its_own_request_is_not_lost_when_a_retry_follows_before_it_ends() -> None:
+    """Seen in CI: `cancel` appended its CancelRequested, then another command's retry landed before the
+    cancel command had exited (the cancel was done; the retry legitimately came after it)."""
+    events = [
+        TRIGGERED,
+        event(2, "CancelRequested", "chaos-op-3", T0 + 1),
+        event(3, "RetryRequested", "chaos-op-4", T0 + 1.05),
+    ]
+    assert lost_writes([TRIGGER, cancel(3, T0 + 1.1)], events) == []
