@@ -6,6 +6,8 @@ import fcntl
 import os
 import re
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,9 +15,19 @@ from pathlib import Path
 
 import sqlite_utils
 
+from domain.errors import StoreProblem
+
 TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version INTEGER, position INTEGER, log_id TEXT)"
 BUSY_TIMEOUT_S = 120.0
 BUILD_CACHE_KIB = -256 * 1024  # negative: in KiB
+BUILD_LOCK = "build.lock"  # lock 2's file (see projections.locks): never a view, never removed
+
+_builds_held: dict[tuple[Path, int], int] = {}  # (folder, thread) holding a build lock, and how deep
+
+
+class CatalogLost(StoreProblem):
+    """The catalog became unreadable while this process holds the folder's build lock: whoever
+    holds it must let go and start again (replacing the catalog would remove its own files)."""
 
 
 @dataclass(frozen=True)
@@ -116,11 +128,15 @@ class Catalog:
         with self.setup_lock():
             db, problem = self._open()
             if db is None:
+                if self.holds_build_lock():
+                    raise CatalogLost(f"projections catalog {self.path} is not readable ({problem})")
                 (warn or (lambda _: None))(
                     f"projections catalog {self.path} is not readable ({problem}): rebuilding the views"
                 )
-                for stale in folder.glob("*.db*"):
-                    stale.unlink(missing_ok=True)
+                # Under the build lock: no build of another process is writing one of these files.
+                with self.build_lock():
+                    for stale in folder.glob("*.db*"):
+                        stale.unlink(missing_ok=True)
                 db, problem = self._open()
             if db is None:
                 raise sqlite3.DatabaseError(f"cannot make a new projections catalog {self.path}: {problem}")
@@ -169,6 +185,50 @@ class Catalog:
             yield
         finally:
             os.close(fd)
+
+    @contextmanager
+    def build_lock(self) -> Iterator[None]:
+        """The first half of lock 2: `flock` on a file of its own, so that it outlives the catalog.
+
+        The catalog's write transaction alone did not do: a process that finds the catalog
+        corrupt makes a new one and removes every file of the folder, and a build holding the old
+        catalog's lock went on writing a removed file. Whoever replaces the catalog takes this
+        lock first. Taken again by the thread that holds it, it is held already (healing in a rebuild).
+        The wait is bounded like SQLite's (`BUSY_TIMEOUT_S`)."""
+        key = self._held_key()
+        if key in _builds_held:
+            _builds_held[key] += 1
+            try:
+                yield
+            finally:
+                _builds_held[key] -= 1
+            return
+        fd = os.open(self.folder / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + BUSY_TIMEOUT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        held = f"{self.folder / BUILD_LOCK} held elsewhere for {BUSY_TIMEOUT_S:.0f} s"
+                        raise TimeoutError(held) from None
+                    time.sleep(0.01)
+            _builds_held[key] = 1
+            try:
+                yield
+            finally:
+                del _builds_held[key]
+        finally:
+            os.close(fd)
+
+    def holds_build_lock(self) -> bool:
+        """Whether this thread holds the build lock of the folder (see `build_lock`)."""
+        return self._held_key() in _builds_held
+
+    def _held_key(self) -> tuple[Path, int]:
+        return self.folder.resolve(), threading.get_ident()
 
     def current(self, name: str) -> Path | None:
         row = self.db.execute("SELECT file FROM current WHERE name = ?", (name,)).fetchone()

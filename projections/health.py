@@ -49,6 +49,26 @@ def file_problem(path: Path) -> str | None:
     return "zero length" if st.st_size == 0 else None
 
 
+def catalog_readable(path: Path) -> bool:
+    """Whether the catalog at `path` reads now, through a connection of its own (the pages another
+    connection has cached may hide bytes written over the file). A missing file reads as empty."""
+    if file_problem(path):
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=files.BUSY_TIMEOUT_S)
+    except sqlite3.OperationalError:
+        return True  # gone: a new one will be made
+    try:
+        conn.execute("SELECT name, file FROM current LIMIT 1").fetchall()
+        return True
+    except sqlite3.DatabaseError as error:
+        if not is_broken(error):
+            raise
+        return False
+    finally:
+        conn.close()
+
+
 def integrity_problem(db: sqlite_utils.Database) -> str | None:
     """What SQLite's quick check finds wrong with the whole file (slow: only after an error)."""
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import sqlite_utils
 
 from projections import files, health, locks
-from projections.files import Catalog, Tracked
+from projections.files import Catalog, CatalogLost, Tracked
 from projections.health import BrokenView
 from projections.projection import Projection
 from projections.registry import BY_NAME
@@ -54,10 +54,30 @@ class LiveFiles:
     # -- opening -------------------------------------------------------------
 
     def _reopen(self, why: str) -> None:
-        """The catalog this long-lived store holds is gone or broken: start again from the folder's."""
+        """The catalog this long-lived store holds is gone or broken: start again from the folder's.
+
+        Inside a build of this thread, the new catalog is refused (`CatalogLost`) before anything
+        is closed: the build lets go of its locks and starts again (`_again_if_catalog_lost`)."""
+        catalog = Catalog(self.folder, self.warn)
         self.warn(why)
         self.close()
-        self.catalog = Catalog(self.folder, self.warn)
+        self.catalog = catalog
+
+    def _again_if_catalog_lost(self, build: Callable[[], None], tries: int = 3) -> None:
+        """`build()`, started again (at most `tries` times in all) when the catalog was found
+        unreadable while it ran: corrupted under it, the catalog is replaced once the build has let
+        go of the build lock, and the files it made are strays. A build nested in another
+        (a heal inside a rebuild) leaves that to the outer one."""
+        for left in range(tries - 1, -1, -1):
+            try:
+                build()
+                return
+            except (CatalogLost, sqlite3.DatabaseError) as error:
+                path = self.catalog.path
+                lost = isinstance(error, CatalogLost) or (health.is_broken(error) and not health.catalog_readable(path))
+                if not left or not lost or self.catalog.holds_build_lock():
+                    raise
+                self._reopen(f"projections catalog {path} became unreadable during a build: building again")
 
     def db(self, name: str) -> sqlite_utils.Database:
         """The current file of projection `name`: a readable view (rebuilt when it is not one)."""
@@ -118,12 +138,18 @@ class LiveFiles:
         raise RuntimeError(f"cannot open projection {projection.name}")
 
     def _create_current(self, projection: Projection) -> sqlite_utils.Database | None:
-        with locks.setup(self.catalog), locks.catalog_write(self.catalog):
-            path = self.catalog.current(projection.name)
-            if path is None or not path.exists():
-                path = self.catalog.next_file(projection.name)
-                self.catalog.point(projection.name, path)
-                return self._new_file(projection, path)
+        try:
+            with locks.setup(self.catalog), locks.catalog_write(self.catalog):
+                path = self.catalog.current(projection.name)
+                if path is None or not path.exists():
+                    path = self.catalog.next_file(projection.name)
+                    self.catalog.point(projection.name, path)
+                    return self._new_file(projection, path)
+                return None
+        except CatalogLost:
+            if self.catalog.holds_build_lock():
+                raise  # for the build of this thread to start again
+            self._reopen(f"projections catalog {self.catalog.path} was replaced: opening the new one")
             return None
 
     def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
@@ -142,10 +168,12 @@ class LiveFiles:
         meanwhile: then nothing is done). Nested in a rebuild that already holds that lock,
         the replacement commits with the rebuild."""
         self.warn(f"{broken}: rebuilding it")
-        p = BY_NAME[broken.name]
+        self._again_if_catalog_lost(lambda: self._replace(BY_NAME[broken.name], broken.path))
+
+    def _replace(self, p: Projection, broken: Path | None) -> None:
         self._forget(p.name)
         with locks.catalog_write_unless_held(self.catalog) as taken:
-            if self.catalog.current(p.name) == broken.path:
+            if self.catalog.current(p.name) == broken:
                 path = self.catalog.next_file(p.name)
                 from projections import build  # rebuilds only: not on every read's import path
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -43,27 +44,29 @@ def in_place(store: ProjectionStore, projections: Sequence[Projection], progress
 
     for p in projections:
         store.db(p.name)  # a file to hold, created when missing (that takes the catalog lock)
-    catalog = store.catalog.db
-    catalog.execute("BEGIN IMMEDIATE")  # lock 2, committed below while lock 3 is still held
-    try:
-        with contextlib.ExitStack() as stack:
-            for p in projections:  # the current files, as seen under the catalog lock
-                stack.enter_context(locks.view_write(store.db(p.name)))
-                store.catalog.remove_strays(p.name, keep={store.catalog.current(p.name)})  # type: ignore[arg-type]
-            paths = {p.name: store.catalog.next_file(p.name) for p in projections}
-            head = store.source.head()
-            store._log_id = None
-            build.build(store.source, projections, paths, head, store.log_id(), build.REBUILD_BATCH, progress)
-            for p in projections:
-                store.catalog.point(p.name, paths[p.name])
-            catalog.execute("COMMIT")  # the swap, while the live files still cannot move
-    except BaseException:
-        if catalog.conn.in_transaction:
-            catalog.execute("ROLLBACK")
-        raise
+    with locks.build(store.catalog):  # lock 2's flock; its transaction is committed below while lock 3 is held
+        catalog = store.catalog.db
+        catalog.execute("BEGIN IMMEDIATE")
+        try:
+            with contextlib.ExitStack() as stack:
+                for p in projections:  # the current files, as seen under the catalog lock
+                    stack.enter_context(locks.view_write(store.db(p.name)))
+                    store.catalog.remove_strays(p.name, keep={store.catalog.current(p.name)})  # type: ignore[arg-type]
+                paths = {p.name: store.catalog.next_file(p.name) for p in projections}
+                head = store.source.head()
+                store._log_id = None
+                build.build(store.source, projections, paths, head, store.log_id(), build.REBUILD_BATCH, progress)
+                for p in projections:
+                    store.catalog.point(p.name, paths[p.name])
+                catalog.execute("COMMIT")  # the swap, while the live files still cannot move
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):  # (a catalog corrupted meanwhile may refuse even this)
+                if catalog.conn.in_transaction:
+                    catalog.execute("ROLLBACK")
+            raise
     for p in projections:
         store._open.pop(p.name)[1].close()
-    with files.immediate(catalog):  # lock 2 again; not a stray of a build in progress: builds hold it
+    with locks.catalog_write(store.catalog):  # lock 2 again; not a stray of a build in progress: builds hold it
         for p in projections:  # what is current now: a twin's rebuild may have swapped since ours
             store.catalog.remove_strays(p.name, keep={store.catalog.current(p.name)})  # type: ignore[arg-type]
 

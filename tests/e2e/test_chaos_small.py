@@ -5,7 +5,7 @@ ROLLOUTS_CHAOS_CONTROLLERS and ROLLOUTS_CHAOS_MINUTES when set (for longer runs)
 default is the CI size, which finishes well within three minutes on two cores. The run puts an
 old copy of the log back mid-run (--restore-log), which also stands in for the old-projections
 restore of a small run. A second run takes the --scale profile (many configs side by side) at a
-small size, with ROLLOUTS_CHAOS_SCALE=1 (it still finds an open bug, see its skip reason).
+small size.
 """
 
 from __future__ import annotations
@@ -89,11 +89,6 @@ def test_small_chaos_run_keeps_every_invariant() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("ROLLOUTS_CHAOS_SCALE") != "1",
-    reason="set ROLLOUTS_CHAOS_SCALE=1: the --scale run still finds an open bug (a rebuild or heal racing a"
-    " catalog that chaos corrupted and another process replaced exits 5 or 70), not yet fixed",
-)
 def test_small_run_of_the_scale_profile_keeps_every_invariant() -> None:
     """--scale: 24 configs side by side, a mix weighted to triggering, short steps; the same checks."""
     result, why = chaos(["--seed", "2", "--scale", "--rollouts", "60", "--minutes", "1"], 165)

@@ -1187,6 +1187,47 @@ def test_an_in_place_rebuild_finished_by_a_twin_after_ours_was_deleted_by_our_cl
         close_store(each)
 
 
+def test_a_catalog_replaced_while_a_rebuild_runs_waits_for_it_and_the_rebuild_still_ends_equal(
+    big_home: Log, tmp: Path
+) -> None:
+    """Found by chaos --scale: a process that found the catalog corrupt made a new one and removed
+    every file of the folder, the files a rebuild (holding the old catalog's lock) was writing among
+    them; the rebuild failed (exit 5, 70). Replacing the catalog now waits for the build lock, and
+    the rebuild, whose catalog is gone, starts again under the new one."""
+    log = big_home
+    store, warnings = log.store(warnings=(seen := [])), seen
+    store.catch_up()
+    building, failures = threading.Event(), []
+
+    def progress(position: int, head: int) -> None:
+        if not building.is_set():
+            building.set()
+            time.sleep(0.5)  # the other side writes over the catalog and asks for a new one meanwhile
+
+    def rebuild() -> None:
+        try:
+            store.rebuild(progress=progress)
+        except BaseException as error:  # noqa: BLE001 (reported below)
+            failures.append(error)
+
+    rebuilding = threading.Thread(target=rebuild)
+    rebuilding.start()
+    assert building.wait(timeout=60)
+    (log.home.projections / "catalog.db").write_bytes(b"")  # zero length in place, as chaos does
+    replacement = files.Catalog(log.home.projections)  # a reader of another process: under setup, then build lock
+    replacement.db.close()
+    rebuilding.join(timeout=120)
+    assert not rebuilding.is_alive() and failures == [], failures
+    assert positions(store) == {p.name: log.head() for p in ALL}
+    assert any("became unreadable during a build" in w or "was replaced" in w for w in warnings), warnings
+    actual = dump(store)
+    close_store(store)
+    assert_same(actual, fresh(log, tmp / "fresh"))
+    again = log.store()
+    assert_same(dump(again), actual)  # what another process reads
+    close_store(again)
+
+
 class Killed(Exception):
     pass
 
