@@ -11,6 +11,7 @@ Imported by bench/rebuild.py, bench/run.py and bench/chain.py (each puts bench/ 
 
 from __future__ import annotations
 
+import fcntl
 import random
 import shutil
 import sys
@@ -170,11 +171,15 @@ def cached_log(events: int, configs: int, fresh: bool) -> Home:
     suffix = "" if configs == 300 else f"-{configs}c"
     home = Home(Path(tempfile.gettempdir()) / f"rollouts-bench-rebuild-{GENERATOR}-{events}{suffix}")
     done = home.path / "complete"
-    if fresh or not done.exists():
-        shutil.rmtree(home.path, ignore_errors=True)
-        print(f"generating {events:,} events through the domain into {home.path}", file=sys.stderr)
-        t = time.perf_counter()
-        generate(home, events, configs, per_save=max(20, configs // 2), seed=events)
-        print(f"  took {time.perf_counter() - t:.1f} s", file=sys.stderr)
-        done.write_text("ok\n")
+    # One generator at a time per folder: two benchmarks generating the same size at once made one
+    # log of both (a 200k cache ended at 135,786 events, marked complete). The later one waits, then reuses.
+    with open(f"{home.path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if fresh or not done.exists():
+            shutil.rmtree(home.path, ignore_errors=True)
+            print(f"generating {events:,} events through the domain into {home.path}", file=sys.stderr)
+            t = time.perf_counter()
+            generate(home, events, configs, per_save=max(20, configs // 2), seed=events)
+            print(f"  took {time.perf_counter() - t:.1f} s", file=sys.stderr)
+            done.write_text("ok\n")
     return home
