@@ -119,17 +119,20 @@ class Catalog:
     """Which file holds each projection now; swapping a row is the atomic shadow swap.
 
     A catalog that is not readable (random bytes, other columns) is a cache miss like any
-    view: under the setup lock it is removed with every view file, and the views are rebuilt."""
+    view: under the setup lock, then the build lock (no build is writing meanwhile), it is removed
+    with every view file, and the views are rebuilt."""
 
     def __init__(self, folder: Path, warn: Callable[[str], None] | None = None) -> None:
         self.folder = folder
         self.path = folder / "catalog.db"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # A thread holding lock 2 never waits for lock 1, nor removes the files it is building: its
+        # build lets go and starts again (LiveFiles._again_if_catalog_lost).
+        if self.holds_build_lock():
+            raise CatalogLost(f"projections catalog {self.path} was lost during a build")
         with self.setup_lock():
             db, problem = self._open()
             if db is None:
-                if self.holds_build_lock():
-                    raise CatalogLost(f"projections catalog {self.path} is not readable ({problem})")
                 (warn or (lambda _: None))(
                     f"projections catalog {self.path} is not readable ({problem}): rebuilding the views"
                 )

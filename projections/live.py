@@ -58,7 +58,7 @@ class LiveFiles:
 
         Inside a build of this thread, the new catalog is refused (`CatalogLost`) before anything
         is closed: the build lets go of its locks and starts again (`_again_if_catalog_lost`)."""
-        catalog = Catalog(self.folder, self.warn)
+        catalog = Catalog(self.folder, self.warn)  # CatalogLost inside a build of this thread
         self.warn(why)
         self.close()
         self.catalog = catalog
