@@ -24,7 +24,15 @@ if TYPE_CHECKING:
 
 
 class WorkerFailed(RuntimeError):
-    """A rebuild's worker process failed (its message says why)."""
+    """A rebuild's worker process failed (its message says why); `broken`: a file it read or wrote
+    was not what it should be (see health.broke_a_file)."""
+
+    def __init__(self, message: str, broken: bool = False) -> None:
+        super().__init__(message)
+        self.broken = broken
+
+
+BROKE_A_FILE = 3  # the worker's exit code when health.broke_a_file(its error)
 
 
 class Worker:
@@ -39,7 +47,8 @@ class Worker:
         out, err = self.proc.communicate()
         if self.proc.returncode != 0:
             why = err.decode(errors="replace").strip().splitlines()
-            raise WorkerFailed(f"rebuilding {self.names} failed: {why[-1] if why else self.proc.returncode}")
+            broken = self.proc.returncode == BROKE_A_FILE
+            raise WorkerFailed(f"rebuilding {self.names} failed: {why[-1] if why else self.proc.returncode}", broken)
         return int(out)
 
     def stop(self) -> None:
@@ -89,8 +98,10 @@ def main(task_text: str) -> int:
         finally:
             source.close()
     except Exception as error:  # noqa: BLE001 - told to the parent in one line
+        from projections.health import broke_a_file
+
         print(f"{type(error).__name__}: {' '.join(str(error).split())}", file=sys.stderr)
-        return 1
+        return BROKE_A_FILE if broke_a_file(error) else 1
     print(at)
     return 0
 

@@ -127,7 +127,7 @@ class Catalog:
         self.path = folder / "catalog.db"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A thread holding lock 2 never waits for lock 1, nor removes the files it is building: its
-        # build lets go and starts again (LiveFiles._again_if_catalog_lost).
+        # build lets go and starts again (LiveFiles._again_if_broken).
         if self.holds_build_lock():
             raise CatalogLost(f"projections catalog {self.path} was lost during a build")
         with self.setup_lock():

@@ -35,6 +35,21 @@ def is_broken(error: BaseException) -> bool:
     return isinstance(error, sqlite3.DatabaseError) and code is not None and code & 0xFF in _BROKEN_CODES
 
 
+def broke_a_file(error: BaseException) -> bool:
+    """Whether `error`, raised by a build, says that a file it read or wrote is not what it should be:
+    an SQLite error of that kind (`is_broken`), in this thread, in a rebuild's writer thread (chained)
+    or in a build worker; or a catalog lost, or a live view found broken. The log being the truth, the
+    build may start again from it."""
+    from projections.build_worker import WorkerFailed
+    from projections.files import CatalogLost
+
+    if isinstance(error, (CatalogLost, BrokenView)):
+        return True
+    if isinstance(error, WorkerFailed):
+        return error.broken
+    return is_broken(error) or (error.__cause__ is not None and is_broken(error.__cause__))
+
+
 def file_problem(path: Path) -> str | None:
     """What `stat` shows wrong with a view's file (None when nothing, or when it is gone).
 

@@ -57,27 +57,32 @@ class LiveFiles:
         """The catalog this long-lived store holds is gone or broken: start again from the folder's.
 
         Inside a build of this thread, the new catalog is refused (`CatalogLost`) before anything
-        is closed: the build lets go of its locks and starts again (`_again_if_catalog_lost`)."""
+        is closed: the build lets go of its locks and starts again (`_again_if_broken`)."""
         catalog = Catalog(self.folder, self.warn)  # CatalogLost inside a build of this thread
         self.warn(why)
         self.close()
         self.catalog = catalog
 
-    def _again_if_catalog_lost(self, build: Callable[[], None], tries: int = 3) -> None:
-        """`build()`, started again (at most `tries` times in all) when the catalog was found
-        unreadable while it ran: corrupted under it, the catalog is replaced once the build has let
-        go of the build lock, and the files it made are strays. A build nested in another
-        (a heal inside a rebuild) leaves that to the outer one."""
+    def _again_if_broken(self, build: Callable[[], None], tries: int = 3) -> None:
+        """`build()`, started again (at most `tries` times in all) when a file it read or wrote was
+        found broken meanwhile (`health.broke_a_file`): bytes written over the catalog, a live view
+        or the new file itself. The views are a cache of the log: a new build makes new files from it.
+        A lost catalog is replaced once the build has let go of the build lock; a live view that fails
+        SQLite's quick check is healed first. A build nested in another (a heal inside a rebuild)
+        leaves all that to the outer one."""
         for left in range(tries - 1, -1, -1):
             try:
                 build()
                 return
-            except (CatalogLost, sqlite3.DatabaseError) as error:
-                path = self.catalog.path
-                lost = isinstance(error, CatalogLost) or (health.is_broken(error) and not health.catalog_readable(path))
-                if not left or not lost or self.catalog.holds_build_lock():
+            except Exception as error:
+                if not left or self.catalog.holds_build_lock() or not health.broke_a_file(error):
                     raise
-                self._reopen(f"projections catalog {path} became unreadable during a build: building again")
+                why = " ".join(str(error.__cause__ or error).split())
+                if isinstance(error, CatalogLost) or not health.catalog_readable(self.catalog.path):
+                    self._reopen(f"projections catalog {self.catalog.path} was lost during a build ({why}): again")
+                else:
+                    self.warn(f"a projections file broke during a build ({why}): building again")
+                    self.heal_broken()
 
     def db(self, name: str) -> sqlite_utils.Database:
         """The current file of projection `name`: a readable view (rebuilt when it is not one)."""
@@ -168,7 +173,7 @@ class LiveFiles:
         meanwhile: then nothing is done). Nested in a rebuild that already holds that lock,
         the replacement commits with the rebuild."""
         self.warn(f"{broken}: rebuilding it")
-        self._again_if_catalog_lost(lambda: self._replace(BY_NAME[broken.name], broken.path))
+        self._again_if_broken(lambda: self._replace(BY_NAME[broken.name], broken.path))
 
     def _replace(self, p: Projection, broken: Path | None) -> None:
         self._forget(p.name)

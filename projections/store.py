@@ -130,10 +130,10 @@ class ProjectionStore(LiveFiles):
     ) -> None:
         with rebuilding.paused_gc():
             if not shadow:
-                self._again_if_catalog_lost(lambda: rebuilding.in_place(self, projections, progress))
+                self._again_if_broken(lambda: rebuilding.in_place(self, projections, progress))
                 return
             for p in projections:
-                self._again_if_catalog_lost(lambda p=p: rebuilding.shadow(self, p, progress))  # type: ignore[misc]
+                self._again_if_broken(lambda p=p: rebuilding.shadow(self, p, progress))  # type: ignore[misc]
 
     # -- reporting -----------------------------------------------------------
 

@@ -46,6 +46,7 @@ from projections.history import History
 from projections.projection import Projection
 from projections.records import decode, decode_stamped
 from projections.store import ALL, ProjectionStore
+from projections.writer import WriterError
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMANT = "fake-controller"
@@ -1219,13 +1220,81 @@ def test_a_catalog_replaced_while_a_rebuild_runs_waits_for_it_and_the_rebuild_st
     rebuilding.join(timeout=120)
     assert not rebuilding.is_alive() and failures == [], failures
     assert positions(store) == {p.name: log.head() for p in ALL}
-    assert any("became unreadable during a build" in w or "was replaced" in w for w in warnings), warnings
+    assert any("was lost during a build" in w or "was replaced" in w for w in warnings), warnings
     actual = dump(store)
     close_store(store)
     assert_same(actual, fresh(log, tmp / "fresh"))
     again = log.store()
     assert_same(dump(again), actual)  # what another process reads
     close_store(again)
+
+
+def broken_file_error(tmp: Path) -> sqlite3.DatabaseError:
+    """A real SQLite error of a file that is not a database (as bytes written over a file give)."""
+    junk = tmp / "junk.db"
+    junk.write_bytes(bytes(range(256)) * 16)
+    conn = sqlite3.connect(junk)
+    try:
+        conn.execute("SELECT * FROM sqlite_master").fetchall()
+    except sqlite3.DatabaseError as error:
+        return error
+    finally:
+        conn.close()
+    raise AssertionError("SQLite read random bytes as a database")
+
+
+@pytest.mark.parametrize("how", ["rebuild", "shadow", "heal"])
+def test_a_build_whose_file_broke_under_it_starts_again_from_the_log(
+    random_home: tuple[Log, Dump], tmp: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Found by chaos --scale: bytes written over the file a build was writing (or over a live file it
+    held) failed `projections rebuild` and the read or controller healing a view (exit 5 or 70). The
+    views are a cache of the log: such a build now starts again, with a warning, and ends equal."""
+    log, live = random_home
+    failed: list[str] = []
+    # A shadow build writes batch by batch (ProjectionStore._apply), the others through build.build.
+    where, name = (ProjectionStore, "_apply") if how == "shadow" else (build_module, "build")
+    real = getattr(where, name)
+
+    def breaking(*args: Any, **kwargs: Any) -> Any:
+        if not failed:
+            failed.append("once")
+            raise WriterError("a projection write failed") from broken_file_error(tmp)  # as the writer's thread does
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(where, name, breaking)
+    warnings: list[str] = []
+    store = log.store(warnings=warnings)
+    store.catch_up()
+    if how == "heal":
+        store.catalog.current("history").write_bytes(b"")  # type: ignore[union-attr] - zero length: a cache miss
+        store.catch_up()
+    else:
+        store.rebuild(shadow=how == "shadow")
+    assert failed == ["once"]
+    assert any("broke during a build" in w and "building again" in w for w in warnings), warnings
+    assert_same(dump(store), live)
+    close_store(store)
+
+
+def test_a_build_that_fails_for_another_reason_is_not_started_again(
+    random_home: tuple[Log, Dump], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a broken file is a cache miss: a full disk, say, fails the rebuild at once (the live views stay)."""
+    log, live = random_home
+    calls: list[int] = []
+
+    def full(*args: Any, **kwargs: Any) -> int:
+        calls.append(1)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(build_module, "build", full)
+    store = log.store()
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        store.rebuild()
+    assert calls == [1]
+    assert_same(dump(store), live)
+    close_store(store)
 
 
 class Killed(Exception):
