@@ -26,8 +26,8 @@ _builds_held: dict[tuple[Path, int], int] = {}  # (folder, thread) holding a bui
 
 
 class CatalogLost(StoreProblem):
-    """The catalog became unreadable while this process holds the folder's build lock: whoever
-    holds it must let go and start again (replacing the catalog would remove its own files)."""
+    """A build of this thread found its catalog replaced, or unreadable while it holds the build
+    lock (replacing it then would remove the build's own files): the build lets go and starts again."""
 
 
 @dataclass(frozen=True)

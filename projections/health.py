@@ -77,9 +77,7 @@ def catalog_readable(path: Path) -> bool:
         conn.execute("SELECT name, file FROM current LIMIT 1").fetchall()
         return True
     except sqlite3.DatabaseError as error:
-        if not is_broken(error):
-            raise
-        return False
+        return not is_broken(error)  # busy, I/O: it cannot tell, and the caller's own error says more
     finally:
         conn.close()
 
