@@ -206,24 +206,33 @@ class Catalog:
             finally:
                 _builds_held[key] -= 1
             return
-        fd = os.open(self.folder / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = self._lock_build_file(time.monotonic() + BUSY_TIMEOUT_S)
         try:
-            deadline = time.monotonic() + BUSY_TIMEOUT_S
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        held = f"{self.folder / BUILD_LOCK} held elsewhere for {BUSY_TIMEOUT_S:.0f} s"
-                        raise TimeoutError(held) from None
-                    time.sleep(0.01)
             _builds_held[key] = 1
             try:
                 yield
             finally:
                 del _builds_held[key]
         finally:
+            os.close(fd)
+
+    def _lock_build_file(self, deadline: float) -> int:
+        """A descriptor of `build.lock` holding its flock, the file still at its name once locked
+        (one removed meanwhile, by old projections put back say, would lock nobody out)."""
+        path = self.folder / BUILD_LOCK
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path} held elsewhere for {BUSY_TIMEOUT_S:.0f} s") from None
+                time.sleep(0.01)
+                continue
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == identity(path):
+                return fd
             os.close(fd)
 
     def holds_build_lock(self) -> bool:

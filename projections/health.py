@@ -37,17 +37,23 @@ def is_broken(error: BaseException) -> bool:
 
 def broke_a_file(error: BaseException) -> bool:
     """Whether `error`, raised by a build, says that a file it read or wrote is not what it should be:
-    an SQLite error of that kind (`is_broken`), in this thread, in a rebuild's writer thread (chained)
-    or in a build worker; or a catalog lost, or a live view found broken. The log being the truth, the
-    build may start again from it."""
+    an SQLite error of that kind (`is_broken`), or an I/O error (its side files removed under it, as
+    an operator putting old projections back does), in this thread, in a rebuild's writer thread
+    (chained) or in a build worker; or a catalog lost, or a live view found broken. The log being the
+    truth, the build may start again from it (a disk that keeps failing fails it again)."""
     from projections.build_worker import WorkerFailed
     from projections.files import CatalogLost
 
-    if isinstance(error, (CatalogLost, BrokenView)):
+    if isinstance(error, (CatalogLost, BrokenView, FileNotFoundError)):  # (its own file removed under it)
         return True
     if isinstance(error, WorkerFailed):
         return error.broken
-    return is_broken(error) or (error.__cause__ is not None and is_broken(error.__cause__))
+    return any(_broke(e) for e in (error, error.__cause__) if e is not None)
+
+
+def _broke(error: BaseException) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return is_broken(error) or (isinstance(error, sqlite3.DatabaseError) and code is not None and code & 0xFF == 10)
 
 
 def file_problem(path: Path) -> str | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from domain.errors import StoreProblem
 from projections import files, health, locks
 from projections.files import Catalog, CatalogLost, Tracked
 from projections.health import BrokenView
@@ -67,9 +68,9 @@ class LiveFiles:
         """`build()`, started again (at most `tries` times in all) when a file it read or wrote was
         found broken meanwhile (`health.broke_a_file`): bytes written over the catalog, a live view
         or the new file itself. The views are a cache of the log: a new build makes new files from it.
-        A lost catalog is replaced once the build has let go of the build lock; a live view that fails
-        SQLite's quick check is healed first. A build nested in another (a heal inside a rebuild)
-        leaves all that to the outer one."""
+        A live view that fails SQLite's quick check is healed first; then every file is opened
+        afresh (a lost catalog is replaced once the build has let go of the build lock). A build
+        nested in another (a heal inside a rebuild) leaves all that to the outer one."""
         for left in range(tries - 1, -1, -1):
             try:
                 build()
@@ -78,11 +79,10 @@ class LiveFiles:
                 if not left or self.catalog.holds_build_lock() or not health.broke_a_file(error):
                     raise
                 why = " ".join(str(error.__cause__ or error).split())
-                if isinstance(error, CatalogLost) or not health.catalog_readable(self.catalog.path):
-                    self._reopen(f"projections catalog {self.catalog.path} was lost during a build ({why}): again")
-                else:
-                    self.warn(f"a projections file broke during a build ({why}): building again")
-                    self.heal_broken()
+                if not isinstance(error, CatalogLost) and health.catalog_readable(self.catalog.path):
+                    with contextlib.suppress(sqlite3.Error, OSError, StoreProblem):
+                        self.heal_broken()  # what cannot be checked now is checked as it opens again
+                self._reopen(f"a projections file broke or went during a build ({why}): building again")
 
     def db(self, name: str) -> sqlite_utils.Database:
         """The current file of projection `name`: a readable view (rebuilt when it is not one)."""
