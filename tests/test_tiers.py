@@ -15,6 +15,7 @@ FAST = {
     "test_tiers.py",
     "unit/test_audit.py",
     "unit/test_chaos_checks.py",
+    "unit/test_read_healing.py",
     "unit/test_chain.py",
     "unit/test_config_rules.py",
     "unit/test_deployment_phases.py",

@@ -177,14 +177,22 @@ def pass_reader(f: Callable[..., Any]) -> Callable[..., Any]:
     return pass_state(update_wrapper(read_only, f))
 
 
-def healing(state: State, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`f(state, ...)`; a view found broken by its queries is rebuilt and `f` asked again, once."""
-    try:
-        return f(state, *args, **kwargs)
-    except sqlite3.DatabaseError as error:
-        # A view broken where its checks at open could not see (a page deep in the file): once.
-        from projections.health import is_broken
+HEALS = 3  # times a read command heals views broken under it and is asked again
 
-        if not is_broken(error) or "projections" not in state.__dict__ or not state.projections.heal_broken():
-            raise
-        return f(state, *args, **kwargs)
+
+def healing(state: State, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`f(state, ...)`; a view found broken by its queries is rebuilt and `f` asked again, as long as
+    each try healed a view, HEALS times at most (bytes may land over another file meanwhile: chaos
+    --scale saw a second view break while the first was rebuilt)."""
+    for left in range(HEALS, -1, -1):
+        try:
+            return f(state, *args, **kwargs)
+        except sqlite3.DatabaseError as error:
+            # A view broken where its checks at open could not see (a page deep in the file).
+            from projections.health import is_broken
+
+            if not left or not is_broken(error) or "projections" not in state.__dict__:
+                raise
+            if not state.projections.heal_broken():
+                raise
+    raise AssertionError("unreachable")
