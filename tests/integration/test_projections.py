@@ -47,6 +47,7 @@ from projections.projection import Projection
 from projections.records import decode, decode_stamped
 from projections.store import ALL, ProjectionStore
 from projections.writer import WriterError
+from tests.broken_files import not_a_database_error
 
 REPO = Path(__file__).resolve().parents[2]
 CLAIMANT = "fake-controller"
@@ -1267,20 +1268,6 @@ def test_old_projections_put_back_while_a_rebuild_runs_do_not_fail_it(
     close_store(again)
 
 
-def broken_file_error(tmp: Path) -> sqlite3.DatabaseError:
-    """A real SQLite error of a file that is not a database (as bytes written over a file give)."""
-    junk = tmp / "junk.db"
-    junk.write_bytes(bytes(range(256)) * 16)
-    conn = sqlite3.connect(junk)
-    try:
-        conn.execute("SELECT * FROM sqlite_master").fetchall()
-    except sqlite3.DatabaseError as error:
-        return error
-    finally:
-        conn.close()
-    raise AssertionError("SQLite read random bytes as a database")
-
-
 @pytest.mark.parametrize("how", ["rebuild", "shadow", "heal"])
 def test_a_build_whose_file_broke_under_it_starts_again_from_the_log(
     random_home: tuple[Log, Dump], tmp: Path, monkeypatch: pytest.MonkeyPatch, how: str
@@ -1297,7 +1284,7 @@ def test_a_build_whose_file_broke_under_it_starts_again_from_the_log(
     def breaking(*args: Any, **kwargs: Any) -> Any:
         if not failed:
             failed.append("once")
-            raise WriterError("a projection write failed") from broken_file_error(tmp)  # as the writer's thread does
+            raise WriterError("a projection write failed") from not_a_database_error(tmp)  # as the writer's thread does
         return real(*args, **kwargs)
 
     monkeypatch.setattr(where, name, breaking)

@@ -10,20 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import state as cli_state
-
-
-def malformed(tmp_path: Path) -> sqlite3.DatabaseError:
-    """A real SQLite error of a file that is not a database."""
-    junk = tmp_path / "junk.db"
-    junk.write_bytes(bytes(range(256)) * 16)
-    conn = sqlite3.connect(junk)
-    try:
-        conn.execute("SELECT * FROM sqlite_master").fetchall()
-    except sqlite3.DatabaseError as error:
-        return error
-    finally:
-        conn.close()
-    raise AssertionError("SQLite read random bytes as a database")
+from tests.broken_files import not_a_database_error
 
 
 class Views:
@@ -52,7 +39,7 @@ def test_a_view_broken_again_while_the_first_was_healed_is_healed_too(tmp_path: 
     and failed (exit 5) because it healed only once."""
     views = Views(heals=True)
     state = SimpleNamespace(projections=views)
-    failures: list[BaseException] = [malformed(tmp_path), malformed(tmp_path)]
+    failures: list[BaseException] = [not_a_database_error(tmp_path), not_a_database_error(tmp_path)]
     assert cli_state.healing(state, command(failures)) == "answer"  # type: ignore[arg-type]
     assert views.healed == 2
 
@@ -60,7 +47,7 @@ def test_a_view_broken_again_while_the_first_was_healed_is_healed_too(tmp_path: 
 def test_a_view_that_keeps_breaking_fails_the_command_after_a_bounded_number_of_heals(tmp_path: Path) -> None:
     views = Views(heals=True)
     state = SimpleNamespace(projections=views)
-    failures: list[BaseException] = [malformed(tmp_path) for _ in range(cli_state.HEALS + 1)]
+    failures: list[BaseException] = [not_a_database_error(tmp_path) for _ in range(cli_state.HEALS + 1)]
     with pytest.raises(sqlite3.DatabaseError):
         cli_state.healing(state, command(failures))  # type: ignore[arg-type]
     assert views.healed == cli_state.HEALS
@@ -68,7 +55,8 @@ def test_a_view_that_keeps_breaking_fails_the_command_after_a_bounded_number_of_
 
 def test_an_error_no_heal_mends_is_raised_at_once(tmp_path: Path) -> None:
     """Nothing found broken (the error is elsewhere), or not a broken file at all (a busy database)."""
-    cases = ((Views(heals=False), malformed(tmp_path)), (Views(heals=True), sqlite3.OperationalError("locked")))
+    broken, busy = not_a_database_error(tmp_path), sqlite3.OperationalError("locked")
+    cases = ((Views(heals=False), broken), (Views(heals=True), busy))
     for views, error in cases:
         state = SimpleNamespace(projections=views)
         with pytest.raises(sqlite3.DatabaseError):
