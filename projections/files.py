@@ -126,6 +126,7 @@ class Catalog:
         self.folder = folder
         self.path = folder / "catalog.db"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._resolved = folder.resolve()  # the build lock's key (see build_lock)
         # A thread holding lock 2 never waits for lock 1, nor removes the files it is building: its
         # build lets go and starts again (LiveFiles._again_if_broken).
         if self.holds_build_lock():
@@ -240,7 +241,7 @@ class Catalog:
         return self._held_key() in _builds_held
 
     def _held_key(self) -> tuple[Path, int]:
-        return self.folder.resolve(), threading.get_ident()
+        return self._resolved, threading.get_ident()
 
     def current(self, name: str) -> Path | None:
         row = self.db.execute("SELECT file FROM current WHERE name = ?", (name,)).fetchone()

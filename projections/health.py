@@ -17,6 +17,7 @@ from projections.projection import Projection
 # SQLITE_ERROR (no such table, no such column, ...), SQLITE_CORRUPT, SQLITE_SCHEMA, SQLITE_NOTADB.
 # Busy, locked, full, I/O and permission errors are about the machine, never a reason to rebuild.
 _BROKEN_CODES = frozenset({1, 11, 17, 26})
+_BUILD_AGAIN_CODES = _BROKEN_CODES | {10}  # and SQLITE_IOERR, for a build (see broke_a_file)
 
 
 class BrokenView(StoreProblem):
@@ -29,10 +30,15 @@ class BrokenView(StoreProblem):
         self.why = why
 
 
+def _primary_code(error: BaseException) -> int | None:
+    """SQLite's primary result code of `error`, None when it is not an SQLite error."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(error, sqlite3.DatabaseError) and code is not None else None
+
+
 def is_broken(error: BaseException) -> bool:
     """Whether an SQLite error says the file itself is wrong (random bytes, truncated, other schema)."""
-    code = getattr(error, "sqlite_errorcode", None)
-    return isinstance(error, sqlite3.DatabaseError) and code is not None and code & 0xFF in _BROKEN_CODES
+    return _primary_code(error) in _BROKEN_CODES
 
 
 def broke_a_file(error: BaseException) -> bool:
@@ -48,12 +54,7 @@ def broke_a_file(error: BaseException) -> bool:
         return True
     if isinstance(error, WorkerFailed):
         return error.broken
-    return any(_broke(e) for e in (error, error.__cause__) if e is not None)
-
-
-def _broke(error: BaseException) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    return is_broken(error) or (isinstance(error, sqlite3.DatabaseError) and code is not None and code & 0xFF == 10)
+    return any(_primary_code(e) in _BUILD_AGAIN_CODES for e in (error, error.__cause__) if e is not None)
 
 
 def file_problem(path: Path) -> str | None:
