@@ -110,12 +110,19 @@ def _build(
             # second read of the log, and a thread that wants a core of its own. Worth it only where this
             # process has no Python fold to run meanwhile (see _parallel).
             staged = log if not isinstance(log, PostgresLog) or len(projections) == 1 else None
+            deferred: dict[str, list[str]] = {}  # the indexes made once the rows are in, by projection
             for p in projections:  # outside any transaction: a fold may attach the log
                 db = dbs[p.name]
-                folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, staged))
+                fold = p.fold_from_zero(db, writer.sink(db.conn), source, head, staged)
+                folds.append(fold)
+                if not fold.reads_itself:  # (one that reads the log makes its own indexes: audit_sql)
+                    deferred[p.name] = defer_indexes(db)
             for db in dbs.values():
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)
+        for name, statements in deferred.items():
+            for statement in statements:
+                dbs[name].execute(statement)
         for p in projections:
             files.track(dbs[p.name], p.name, Tracked(p.version, at, log_id))
             dbs[p.name].execute("COMMIT")
@@ -136,6 +143,17 @@ def _build(
     if reader is not None:
         reader.close()
     return at
+
+
+def defer_indexes(db: sqlite_utils.Database) -> list[str]:
+    """Drop the indexes of `db` that enforce nothing (not UNIQUE), and return the statements that make them
+    again: made once its tables are full, sorted once, they cost a rebuild far less than kept row by row."""
+    found = db.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND sql NOT LIKE 'CREATE UNIQUE%'"
+    ).fetchall()
+    for name, _ in found:
+        db.execute(f'DROP INDEX "{name}"')
+    return [sql for _, sql in found]
 
 
 def open_log(log: Log) -> LogFile | PostgresLogFile | None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 import sqlite_utils
 
 from domain import phases
@@ -73,6 +74,15 @@ KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings"
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
+def spec_text(spec: dict[str, Any]) -> str:
+    """The JSON text a row keeps of a spec: compact, by orjson (a rebuild writes one per deployment);
+    by json what orjson does not write (integers past 64 bits, lone surrogates)."""
+    try:
+        return orjson.dumps(spec).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(spec)
+
+
 def ending_key(config: str, outcome: str, le: float | None) -> str:
     """The key of an `endings` row: a config's rows are the keys from `f"{config} "` up to `f"{config}!"`
     (a name has no space: domain/names.py)."""
@@ -113,7 +123,7 @@ _NO_DATA = frozenset(
 
 class History(Projection):
     name = "history"
-    version = 2  # 2: approvals and freezes; endings, and the deployments_phase index
+    version = 3  # 2: approvals and freezes; endings, and the deployments_phase index. 3: specs as compact JSON
     tables = ("configs", "deployments", "steps", "endings", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
@@ -162,7 +172,7 @@ class HistoryFold(Fold):
                 {
                     "stream": r.stream,
                     "name": r.data["name"],
-                    "spec": json.dumps(r.data["spec"]),
+                    "spec": spec_text(r.data["spec"]),
                     "paused": 0,
                     "latest_version": 0,
                     "created_at": r.timestamp,
@@ -176,7 +186,7 @@ class HistoryFold(Fold):
         if row is None:
             return
         if r.type == "SpecChanged":
-            row["spec"] = json.dumps(r.data["spec"])
+            row["spec"] = spec_text(r.data["spec"])
         elif r.type == "RolloutTriggered":
             row["latest_version"] = r.data["revision"]
         else:
@@ -202,7 +212,7 @@ class HistoryFold(Fold):
                     "created_at": r.timestamp,
                     "started_at": None,
                     "finished_at": None,
-                    "spec": json.dumps(data["spec"]),
+                    "spec": spec_text(data["spec"]),
                     "needs_approval": 1 if data["spec"].get("require_approval") else 0,
                     "approved_by": None,
                 }

@@ -15,7 +15,7 @@ from typing import Any
 # go around every row, and a thread that wants it back waits for the other's switch interval).
 PARAMETERS = 32_766
 ROWS = 128  # at most: a statement of many rows takes longer to prepare than to run
-DEPTH = 64  # statements queued before the caller waits
+DEPTH = 1024  # statements queued before the caller waits: a flush of many rows need not wait for SQLite
 
 Item = tuple[sqlite3.Connection, str | Callable[[sqlite3.Connection], None], list[Any]] | None
 

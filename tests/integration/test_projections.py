@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlite_utils
 
 import projections.build as build_module
 import projections.build_worker as worker_module
@@ -44,7 +45,7 @@ from projections.audit_view import AuditView
 from projections.desired import Desired
 from projections.history import History
 from projections.projection import Projection
-from projections.records import decode, decode_stamped
+from projections.records import Record, decode, decode_stamped
 from projections.store import ALL, ProjectionStore
 from projections.writer import WriterError
 from tests.broken_files import not_a_database_error
@@ -101,14 +102,19 @@ def close_store(store: ProjectionStore) -> None:
 
 
 def dump(store: ProjectionStore, only: Sequence[Projection] = ALL) -> Dump:
-    """Every row of every table of every projection, sorted (no catch-up)."""
+    """Every row of every table of every projection, sorted (no catch-up); and each file's tables and
+    indexes (a rebuild makes some indexes after its rows: it must end with all of them)."""
     out: Dump = {}
     for p in only:
         db = store.db(p.name)
+        out[f"{p.name}.sqlite_master"] = sorted(db.execute(SCHEMA).fetchall())
         for table in p.tables:
             rows = db.execute(f"SELECT * FROM {table}").fetchall()
             out[f"{p.name}.{table}"] = sorted(rows, key=repr)
     return out
+
+
+SCHEMA = "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE type IN ('table', 'index')"
 
 
 def positions(store: ProjectionStore) -> dict[str, int]:
@@ -821,6 +827,25 @@ def test_a_rebuild_from_a_postgres_log_gives_its_worker_no_password_on_the_comma
     worker_module.start({"desired": tmp / "d.db"}, log, 10, "log-id", 100)
     assert seen and not any("s3cret" in part for part in seen[0])
     assert "s3cret" not in repr(log)  # nor in a traceback or a log line that shows it
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [{}, {"history_limit": 2**70}, {"env": {"K": "caf\u00e9 \ud800"}}],
+    ids=["usual", "an-integer-past-64-bits", "a-lone-surrogate"],
+)
+def test_history_keeps_every_spec_the_log_holds_whole(odd: dict[str, Any], tmp: Path) -> None:
+    """A row's spec is compact JSON written by orjson, and by json where orjson refuses (the log may hold
+    what the CLI never writes: an older version's, another writer's)."""
+    spec = {**Spec(command=["true"], env={"K": "v"}).to_data(), **odd}
+    registered = Record(
+        1, "00000000-0000-0000-0000-000000000001", 1, "config", "Registered", "t", {"name": "web", "spec": spec}
+    )
+    db = sqlite_utils.Database(tmp / "history.db")
+    History().create(db)
+    History().apply(db, [registered])
+    (text,) = db.execute("SELECT spec FROM configs").fetchone()
+    assert json.loads(text) == spec
 
 
 def test_a_record_decoded_without_its_data_is_the_full_record_less_its_data(random_home: tuple[Log, Dump]) -> None:
