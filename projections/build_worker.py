@@ -80,6 +80,7 @@ def start(paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_i
 
 def main(task_text: str) -> int:
     from projections import build
+    from projections.rebuild import paused_gc
     from projections.registry import BY_NAME
 
     task = json.loads(task_text)
@@ -94,7 +95,8 @@ def main(task_text: str) -> int:
     try:
         source = cast("LogFile | PostgresLogFile", build.open_log(log))  # a log was given: a reader of it
         try:
-            at = build._build(source, chosen, paths, task["head"], task["log_id"], task["batch"], None, log)
+            with paused_gc():  # as in the parent's rebuild (ProjectionStore.rebuild)
+                at = build._build(source, chosen, paths, task["head"], task["log_id"], task["batch"], None, log)
         finally:
             source.close()
     except Exception as error:  # noqa: BLE001 - told to the parent in one line
