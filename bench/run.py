@@ -68,6 +68,9 @@ from domain.spec import Spec
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the other scripts of bench/, imported as modules
+# The processes timed here run as an installed copy does, from cached bytecode: with the
+# PYTHONDONTWRITEBYTECODE that some sandboxes set, each would compile the project's modules again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 import chain  # noqa: E402
 import generate  # noqa: E402
 import rebuild as rebuild_bench  # noqa: E402
