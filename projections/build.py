@@ -102,7 +102,7 @@ def _build(
     reader = open_log(log)
     try:
         for p in projections:
-            dbs[p.name] = db = files.create_unjournaled(paths[p.name])
+            dbs[p.name] = db = files.create_unjournaled(paths[p.name], p.page_size)
             p.create(db)
             files.track(db, p.name, Tracked(p.version, 0, log_id))
         with Writer() as writer:

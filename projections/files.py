@@ -37,11 +37,12 @@ class Tracked:
     log_id: str
 
 
-def connect(path: Path) -> sqlite_utils.Database:
-    """A private file in WAL mode, autocommit so that transactions are explicit."""
+def connect(path: Path, page_size: int = 4096) -> sqlite_utils.Database:
+    """A private file in WAL mode, autocommit so that transactions are explicit (`page_size`: if it is new)."""
     if not path.exists():
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA page_size={int(page_size)}")  # before anything is written, or it changes nothing
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     # No sqlite-utils plugins: loading them scans every installed package's entry points
@@ -75,7 +76,7 @@ def snapshot(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
             db.execute("COMMIT")
 
 
-def create_unjournaled(path: Path) -> sqlite_utils.Database:
+def create_unjournaled(path: Path, page_size: int) -> sqlite_utils.Database:
     """A new file to fill from zero before anyone may open it: no journal, no syncs, a big cache.
 
     A crash leaves a broken file, but nobody reads it: the catalog points to it only after
@@ -84,7 +85,8 @@ def create_unjournaled(path: Path) -> sqlite_utils.Database:
     conn = sqlite3.connect(
         path.resolve().as_uri(), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
-    for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size={BUILD_CACHE_KIB}", "temp_store=MEMORY"):
+    pragmas = (f"page_size={int(page_size)}", "journal_mode=OFF", "synchronous=OFF", f"cache_size={BUILD_CACHE_KIB}")
+    for pragma in (*pragmas, "temp_store=MEMORY"):
         conn.execute(f"PRAGMA {pragma}")
     db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(TRACKING)

@@ -158,7 +158,7 @@ class LiveFiles:
             return None
 
     def _new_file(self, projection: Projection, path: Path) -> sqlite_utils.Database:
-        db = files.connect(path)
+        db = files.connect(path, projection.page_size)
         with locks.view_write(db):
             projection.create(db)
             files.track(db, projection.name, Tracked(projection.version, 0, ""))
