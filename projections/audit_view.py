@@ -35,6 +35,10 @@ class AuditView(Projection):
     name = "audit"
     version = 2  # 2: data is the event's document as the log stores it (read it with records.document)
     tables = ("events", "streams")
+    # A row holds its event's whole document (about 600 bytes): in pages 4x SQLite's default, fewer splits
+    # and fewer pages to write and to sort (a rebuild of 1M events: ids, rows and indexes 11.4 s -> 9.5-10 s).
+    # Not for the other views: a few rows each commit, and every table and index takes a page at least.
+    page_size = 16384
 
     def create(self, db: sqlite_utils.Database) -> None:
         db.execute(CREATE_EVENTS)

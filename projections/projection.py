@@ -68,10 +68,7 @@ class Projection(ABC):
     name: ClassVar[str]
     version: ClassVar[int]
     tables: ClassVar[tuple[str, ...]]
-    # Bytes per page of a new file: 4x SQLite's default. Fewer splits and fewer pages to write and to sort
-    # (a rebuild of 1M events: the audit view's ids, rows and indexes 11.4 s -> 9.5-10 s, history and
-    # desired 11.5 s -> 11.0 s); a commit of one row writes 16 KiB to the WAL, not 4.
-    page_size: ClassVar[int] = 16384
+    page_size: ClassVar[int] = 4096  # bytes per page of a new file (SQLite's default)
 
     @abstractmethod
     def create(self, db: sqlite_utils.Database) -> None:
