@@ -25,8 +25,9 @@ SECURITY_HEADERS = (
 )
 
 
-class Stopped(Exception):
-    """SIGTERM arrived: stop serving as Ctrl-C does."""
+class Stopped(BaseException):
+    """SIGTERM or Ctrl-C arrived: stop serving. Not an Exception, as KeyboardInterrupt is not: socketserver
+    catches any Exception raised while it hands a request to its thread, and would serve on."""
 
 
 class Reader:

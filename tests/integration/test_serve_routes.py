@@ -3,6 +3,7 @@ bad parameters 400, the page escapes what the log says, and /metrics parses as P
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -214,3 +215,41 @@ def test_a_bug_in_one_request_is_a_500_with_one_line_and_the_server_goes_on(
     assert (failed.status, json.loads(failed.body)) == (500, {"error": "internal error (boom)"})
     assert capsys.readouterr().err == "error: internal error (boom)\n"
     assert reader.respond("/api/configs").status == 200
+
+
+def test_a_signal_that_lands_while_a_request_is_handed_to_its_thread_still_stops_serving(server: Server) -> None:
+    """SIGTERM (or Ctrl-C) during `process_request`, which starts the request's thread: socketserver
+    catches any Exception there and serves on, so a stop raised as one was lost and serve ran on."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from adapters.web.server import Reader, listen, serve_until_stopped, url
+
+    reader = Reader(server.state, routes.answer, lambda error: f"internal error ({error})")
+    httpd = listen("127.0.0.1", 0, reader)
+    handing_over = httpd.process_request
+
+    def process_request(request: Any, address: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode: inside the hand-over
+        handing_over(request, address)
+
+    httpd.process_request = process_request  # type: ignore[method-assign]
+    asking = threading.Thread(target=lambda: _ask(url(httpd) + "api/configs"), daemon=True)
+    asking.start()
+    watchdog = threading.Timer(10, httpd.shutdown)  # a lost stop: serving goes on, and this ends it
+    watchdog.start()
+    started = time.monotonic()
+    try:
+        serve_until_stopped(httpd, reader)
+    finally:
+        watchdog.cancel()
+    assert time.monotonic() - started < 10, "the stop was lost: serve went on until the watchdog shut it down"
+
+
+def _ask(address: str) -> None:
+    import urllib.request
+
+    with contextlib.suppress(OSError):  # the server stopped before answering: what the test wants
+        urllib.request.urlopen(address, timeout=5).read()
