@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The hash chain's costs, each beside a baseline measured in the same run.
 
-    python bench/chain.py [--events 1000000] [--runs 3] [--appends 800]
+    python bench/chain.py [--events 1000000] [--runs 3] [--appends 800] [--only verify [--home PATH]]
 
 1. append   in-process `latest --supersede` ops/s on the chained recorder vs the library's plain
             SQLite recorder (same app, same settings, runs interleaved); goal >= 0.9x
@@ -128,11 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--appends", type=int, default=800, help="latest --supersede calls per append run")
     parser.add_argument("--configs", type=int, default=300, help="configs in the generated history")
+    parser.add_argument("--only", choices=["append", "verify"], help="one figure alone")
+    parser.add_argument("--home", type=Path, help="verify the log of this home, not a generated one")
     args = parser.parse_args(argv)
-    summary = {"append": bench_append(args.runs, ops=args.appends)}
-    home = cached_log(args.events, args.configs, False)
-    summary["verify"] = bench_verify(home, args.runs)
-    if args.events >= 1_000_000:
+    summary = {}
+    if args.only != "verify":
+        summary["append"] = bench_append(args.runs, ops=args.appends)
+    if args.only != "append":
+        home = Home(args.home) if args.home else cached_log(args.events, args.configs, False)
+        summary["verify"] = bench_verify(home, args.runs)
+    if "verify" in summary and summary["verify"]["events"] >= 1_000_000:
         summary["verify"]["ok"] = summary["verify"]["ok"] and summary["verify"]["seconds"] * 1e6 / args.events <= 8
     for name, f in summary.items():
         ratio = f"{f['ratio']}x (goal {f['goal']}) ok={f['ok']}"
