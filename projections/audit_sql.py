@@ -2,14 +2,14 @@
 
 A thread of its own runs a few long statements, without the GIL, while Python folds the
 other projections: the streams from their first events, then every event's row as
-audit_view.row makes it, then the indexes. Python makes the rows of events whose JSON
-SQLite does not read (NaN, say) once SQLite is done.
+audit_view.row makes it (build makes the indexes once the rows are in). Python makes the
+rows of events whose JSON SQLite does not read (NaN, say) once SQLite is done.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -23,7 +23,6 @@ from projections.writer import Writer
 
 Row = tuple[Any, ...]
 RowOf = Callable[[Record, str | None, int | None], Row]
-Indexes = Mapping[str, str]  # name -> CREATE INDEX statement
 CHUNK = 100_000  # positions per statement: a failed build stops after the current one
 
 TEMP = (
@@ -87,28 +86,20 @@ class Unreadable(Exception):
 class SQLAuditFold(Fold):
     """Wants no record: SQLite reads the log itself, from the first `reached` on, in its own thread."""
 
-    def __init__(
-        self, db: sqlite_utils.Database, log: SQLiteLog, head: int, source: EventSource, row: RowOf, indexes: Indexes
-    ) -> None:
-        """Attaches the log to `db` read-only (outside any transaction); drops `indexes`, made after the
-        head (sorted once, cheaper than inserted into one by one)."""
+    def __init__(self, db: sqlite_utils.Database, log: SQLiteLog, head: int, source: EventSource, row: RowOf) -> None:
+        """Attaches the log to `db` read-only (outside any transaction)."""
         db.execute("ATTACH DATABASE ? AS rollouts_log", (f"{log.path.resolve().as_uri()}?mode=ro",))
-        self._setup(db, 'rollouts_log."{}"'.format(log.table.replace('"', '""')), head, source, row, indexes)
+        self._setup(db, 'rollouts_log."{}"'.format(log.table.replace('"', '""')), head, source, row)
 
-    def _setup(
-        self, db: sqlite_utils.Database, table: str, head: int, source: EventSource, row: RowOf, indexes: Indexes
-    ) -> None:
+    def _setup(self, db: sqlite_utils.Database, table: str, head: int, source: EventSource, row: RowOf) -> None:
         """Reading the log's rows from `table` (columns rowid, originator_id, originator_version, topic, state)."""
         for statement in TEMP:
             db.execute(statement)
-        for name in indexes:
-            db.execute(f"DROP INDEX IF EXISTS {name}")
         self.ids, self.rows, self.odd = (s.replace("{log}", table) for s in (IDS, ROWS, ODD))
         self.db = db
         self.head = head
         self.source = source
         self.row = row
-        self.indexes = indexes
         self.writer = Writer()
         self.sink = self.writer.sink(db.conn)
         self.started = False
@@ -129,7 +120,7 @@ class SQLAuditFold(Fold):
         self._start()
 
     def _start(self) -> None:
-        """Queue everything up to the head, then the indexes (inside the build's transaction, after a batch)."""
+        """Queue everything up to the head (inside the build's transaction, after a batch)."""
         if self.started:
             return
         self.started = True
@@ -137,8 +128,6 @@ class SQLAuditFold(Fold):
         # The topics read so far (a row of another looks its type up in SQL, slower)
         self.sink.executemany(TOPICS, [(topic, type_) for topic, (_, type_) in known_topics().items()])
         self._queue(self.head)
-        for statement in self.indexes.values():
-            self.sink.executemany(statement, [()])
 
     def _queue(self, upto: int) -> None:
         self.sink.executemany(self.ids, [(self.done, upto)])

@@ -12,7 +12,7 @@ from functools import partial
 
 import sqlite_utils
 
-from projections.audit_sql import STREAMS, TOPICS, Indexes, RowOf, SQLAuditFold
+from projections.audit_sql import STREAMS, TOPICS, RowOf, SQLAuditFold
 from projections.pg_log import PostgresLogFile
 from projections.records import topic_parts
 from projections.source import EventSource, PostgresLog
@@ -35,11 +35,9 @@ class StagedAuditFold(SQLAuditFold):
         head: int,
         source: EventSource,
         row: RowOf,
-        indexes: Indexes,
     ) -> None:
-        """Drops `indexes`, made after the head, as SQLAuditFold does."""
         db.execute(STAGING)
-        self._setup(db, "temp.audit_log", head, source, row, indexes)
+        self._setup(db, "temp.audit_log", head, source, row)
         self.reader = PostgresLogFile(log)
         self.topics: set[str] = set()
 
@@ -69,13 +67,10 @@ class StagedAuditFold(SQLAuditFold):
         self.done = upto
 
     def finish(self) -> None:
-        """The rows to the head (and past it, if the build read further), the streams, the indexes;
-        then Python's rows."""
+        """The rows to the head (and past it, if the build read further), the streams; then Python's rows."""
         self._begin()
         self._stage(max(self.head, self.last))
         self.sink.executemany(STREAMS, [()])
-        for statement in self.indexes.values():
-            self.sink.executemany(statement, [()])
         self._python_rows()
 
     def close(self) -> None:

@@ -56,10 +56,10 @@ class AuditView(Projection):
         if isinstance(log, PostgresLog):
             from projections.audit_staged import StagedAuditFold  # rebuilds only: not on every read's import path
 
-            return StagedAuditFold(db, log, head, source, row, INDEXES)
+            return StagedAuditFold(db, log, head, source, row)
         from projections.audit_sql import SQLAuditFold
 
-        return SQLAuditFold(db, log, head, source, row, INDEXES)
+        return SQLAuditFold(db, log, head, source, row)
 
 
 class AuditFold(Fold):

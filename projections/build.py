@@ -110,13 +110,10 @@ def _build(
             # second read of the log, and a thread that wants a core of its own. Worth it only where this
             # process has no Python fold to run meanwhile (see _parallel).
             staged = log if not isinstance(log, PostgresLog) or len(projections) == 1 else None
-            deferred: dict[str, list[str]] = {}  # the indexes made once the rows are in, by projection
+            deferred = {name: defer_indexes(db) for name, db in dbs.items()}  # made once the rows are in
             for p in projections:  # outside any transaction: a fold may attach the log
                 db = dbs[p.name]
-                fold = p.fold_from_zero(db, writer.sink(db.conn), source, head, staged)
-                folds.append(fold)
-                if not fold.reads_itself:  # (one that reads the log makes its own indexes: audit_sql)
-                    deferred[p.name] = defer_indexes(db)
+                folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, staged))
             for db in dbs.values():
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)

@@ -184,15 +184,13 @@ def healing(state: State, f: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     """`f(state, ...)`; a view found broken by its queries is rebuilt and `f` asked again, as long as
     each try healed a view, HEALS times at most (bytes may land over another file meanwhile: chaos
     --scale saw a second view break while the first was rebuilt)."""
-    for left in range(HEALS, -1, -1):
+    for _ in range(HEALS):
         try:
             return f(state, *args, **kwargs)
         except sqlite3.DatabaseError as error:
             # A view broken where its checks at open could not see (a page deep in the file).
             from projections.health import is_broken
 
-            if not left or not is_broken(error) or "projections" not in state.__dict__:
+            if not is_broken(error) or "projections" not in state.__dict__ or not state.projections.heal_broken():
                 raise
-            if not state.projections.heal_broken():
-                raise
-    raise AssertionError("unreachable")
+    return f(state, *args, **kwargs)
