@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -76,11 +77,26 @@ DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 360
 
 def spec_text(spec: dict[str, Any]) -> str:
     """The JSON text a row keeps of a spec: compact, by orjson (a rebuild writes one per deployment);
-    by json what orjson does not write (integers past 64 bits, lone surrogates)."""
+    by json what orjson does not write (integers past 64 bits, lone surrogates) or writes otherwise
+    than the log holds it (orjson writes NaN and infinities as null)."""
     try:
-        return orjson.dumps(spec).decode()
+        text = orjson.dumps(spec)
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(spec)
+    if b"null" in text and _non_finite(spec):
+        return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
+    return text.decode()
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether `value` is or holds a float that is NaN or infinite."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 def ending_key(config: str, outcome: str, le: float | None) -> str:
@@ -123,7 +139,9 @@ _NO_DATA = frozenset(
 
 class History(Projection):
     name = "history"
-    version = 3  # 2: approvals and freezes; endings, and the deployments_phase index. 3: specs as compact JSON
+    # 2: approvals and freezes; endings, and the deployments_phase index. 3: specs as compact JSON.
+    # 4: a NaN or an infinity in a spec as the log holds it (orjson wrote null).
+    version = 4
     tables = ("configs", "deployments", "steps", "endings", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
