@@ -37,8 +37,16 @@ def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -
 
 
 def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[Row]:
-    """`events`: the events `only` lets through, in log order (NotFound: no such config)."""
-    return audit_queries.events(db, only)
+    """`events`: the events `only` lets through, in log order (NotFound: no such config). A sink's URL
+    is shown with its password as *** (the log keeps it whole: the notifier needs it)."""
+    from adapters.notify.sinks import shown
+
+    rows = audit_queries.events(db, only)
+    for row in rows:
+        url = row["data"].get("url")
+        if isinstance(url, str):
+            row["data"]["url"] = shown(url)
+    return rows
 
 
 def type_problem(db: sqlite_utils.Database, type_: str) -> str | None:

@@ -115,7 +115,9 @@ def list_(state: State, output: str) -> None:
     Example:
       rollouts notify list -o json
     """
-    rows = [{"sink": s.name, "url": s.url, "on": ",".join(s.on), "config": s.config} for s in _sinks(state)]
+    from adapters.notify.sinks import shown
+
+    rows = [{"sink": s.name, "url": shown(s.url), "on": ",".join(s.on), "config": s.config} for s in _sinks(state)]
     if output == "json":
         emit_json([{**r, "on": r["on"].split(",")} for r in rows])
         return

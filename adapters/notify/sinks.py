@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -33,11 +34,16 @@ def check_url(url: str) -> str:
 
 
 def shown(url: str) -> str:
-    """`url` as printed: a password in it is replaced by *** (the log itself keeps what was given)."""
-    parts = urlsplit(url)
-    if not parts.password:
+    """`url` as printed: a password in it is replaced by *** (the log itself keeps what was given).
+    A URL that does not parse (only a hand-made log holds one) loses all it has before an @."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return re.sub(r"^([^/]*//)?[^/]*@", r"\1***@", url)
+    if not password:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
     return parts._replace(netloc=netloc).geturl()
 
 

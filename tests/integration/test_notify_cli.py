@@ -31,6 +31,19 @@ def test_bad_input_is_one_error_line_and_appends_nothing(rollouts: Rollouts) -> 
     assert r.run("notify", "add", "ops", "--url", "http://127.0.0.1:9/z").exit_code == 0  # a name can be used again
 
 
+def test_a_password_in_a_sink_url_is_shown_as_stars_by_every_read(rollouts: Rollouts) -> None:
+    """DESIGN 6: a password never appears in output. The log keeps it whole (the notifier needs it)."""
+    r = rollouts
+    assert r.run("notify", "add", "ops", "--url", "https://bot:hunter2@hooks.example.com/x").exit_code == 0
+    listed = r.run("notify", "list")
+    assert "https://bot:***@hooks.example.com/x" in listed.stdout
+    (sink,) = json.loads(r.run("notify", "list", "-o", "json").stdout)
+    assert sink["url"] == "https://bot:***@hooks.example.com/x"
+    events = r.run("events", "-o", "json")
+    assert '"url": "https://bot:***@hooks.example.com/x"' in events.stdout
+    assert all("hunter2" not in out for out in (listed.stdout, events.stdout, r.run("events").stdout))
+
+
 def test_a_sink_lease_has_one_holder_until_it_expires_or_is_released(tmp_path: Path) -> None:
     from adapters.eventstore import open_app
     from adapters.home import Home

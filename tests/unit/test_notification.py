@@ -46,8 +46,6 @@ def test_urls_must_be_http_or_https_with_a_host() -> None:
     for bad in ("ftp://example.com/", "http://", "example.com", "http://exa mple.com/", "http://h:99999/", "file:///x"):
         with pytest.raises(BadURL):
             check_url(bad)
-    assert shown("https://bot:s3cret@example.com/x") == "https://bot:***@example.com/x"
-    assert shown("https://example.com/x") == "https://example.com/x"
 
 
 def test_a_sink_records_a_failure_once_per_error_text_and_a_delivery_clears_it() -> None:
@@ -121,3 +119,16 @@ def test_a_notifier_never_started_stops_quietly() -> None:
     notifier = Notifier(open_app=lambda: None, meta=dict, log=lambda _: None, holder="test")
     notifier.stop(wait=0.1)
     assert not notifier.busy()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://hooks.example.com/x", "https://hooks.example.com/x"),
+        ("https://bot:hunter2@h.example.com:8443/x?y=1", "https://bot:***@h.example.com:8443/x?y=1"),
+        ("https://:p%40ss@h/x", "https://:***@h/x"),
+        ("http://bot:pw@[::1/x", "http://***@[::1/x"),  # does not parse: a hand-made log's
+    ],
+)
+def test_a_sink_url_is_shown_without_its_password(url: str, expected: str) -> None:
+    assert shown(url) == expected
