@@ -20,7 +20,7 @@ from adapters.cli.types import Whole
 @click.option(
     "--port",
     type=Whole(0, 65535),
-    default=8080,
+    default=8008,
     show_default=True,
     help="Port to listen on; 0 picks a free one (the URL is printed on stdout).",
 )
@@ -45,7 +45,7 @@ def serve(state: State, host: str, port: int) -> None:
 
     \b
     Example:
-      rollouts serve                      # http://127.0.0.1:8080/
+      rollouts serve                      # http://127.0.0.1:8008/
       rollouts serve --port 0             # a free port; the URL is on stdout
       rollouts serve --host 0.0.0.0 --port 9100
     """

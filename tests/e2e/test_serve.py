@@ -10,6 +10,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -56,12 +57,14 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Rollouts:
 
 
 class Served:
-    """A `rollouts serve --port 0` process and the URL it printed."""
+    """A `rollouts serve --port 0` process (or with `port` options) and the URL it printed."""
 
-    def __init__(self, rollouts: Rollouts, *, sigint_ignored: bool = False) -> None:
+    def __init__(
+        self, rollouts: Rollouts, *, sigint_ignored: bool = False, port: tuple[str, ...] = ("--port", "0")
+    ) -> None:
         # sigint_ignored: started as a script's background job is, with SIGINT ignored
         ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
-        self.proc = rollouts.popen("serve", "--port", "0", preexec_fn=ignore)
+        self.proc = rollouts.popen("serve", *port, preexec_fn=ignore)
         ready, _, _ = select.select([self.proc.stdout], [], [], 30)
         assert ready, "serve printed no URL within 30 s"
         self.url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
@@ -91,6 +94,20 @@ def served(home: Rollouts) -> Iterator[Served]:
     if server.proc.poll() is None:
         code, err = server.stop()
         assert code == 0 and "Traceback" not in err, err
+
+
+def test_without_port_it_listens_on_8008_as_the_contract_says(home: Rollouts) -> None:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", 8008))
+        except OSError:
+            pytest.skip("port 8008 is taken on this machine")
+    server = Served(home, port=())
+    try:
+        assert server.url == "http://127.0.0.1:8008/"
+        assert server.get("/api/configs")[0] == 200
+    finally:
+        assert server.stop()[0] == 0
 
 
 @pytest.mark.parametrize(
