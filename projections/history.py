@@ -140,7 +140,7 @@ _NO_DATA = frozenset(
 class History(Projection):
     name = "history"
     # 2: approvals and freezes; endings, and the deployments_phase index. 3: specs as compact JSON.
-    # 4: a NaN or an infinity in a spec as the log holds it (orjson wrote null).
+    # 4: a NaN or an infinity in a spec as the log holds it (orjson wrote null); a succeeded run's exit code 0.
     version = 4
     tables = ("configs", "deployments", "steps", "endings", "freezes")
 
@@ -286,7 +286,9 @@ class HistoryFold(Fold):
                 if state == "running":
                     current["started_at"] = r.timestamp
                 elif state != "created":
-                    current.update(finished_at=r.timestamp, exit_code=data.get("exit_code"))
+                    # a run succeeds when it exits 0 (Deployment.report_exited): its event has no exit code
+                    code = 0 if state == "succeeded" else data.get("exit_code")
+                    current.update(finished_at=r.timestamp, exit_code=code)
                     current["reason"] = data.get("reason")
                 self.steps.changed[current["name"]] = current
         nxt = data.get("step") if type_ == "DeployerClaimed" else data.get("next")

@@ -107,11 +107,11 @@ def test_hooks_run_in_order_as_deployers_of_their_own_with_their_names_and_kinds
     assert (row["phase"], row["reason"]) == ("Complete", None)
     assert steps.ran() == [("app-1-hook-pre-1", "pre"), ("app-1-deploy-1", "none"), ("app-1-hook-post-1", "post")]
     [detail] = history(rollouts, "app", "--revision", "1")
-    runs = [(s["name"], s["kind"], s["try"], s["state"]) for s in detail["steps"]]
-    assert runs == [
-        ("app-1-hook-pre-1", "pre", 1, "succeeded"),
-        ("app-1-deploy-1", "deployer", 1, "succeeded"),
-        ("app-1-hook-post-1", "post", 1, "succeeded"),
+    runs = [(s["name"], s["kind"], s["try"], s["state"], s["exit_code"]) for s in detail["steps"]]
+    assert runs == [  # a run succeeds when it exits 0, as `deployers list` shows too
+        ("app-1-hook-pre-1", "pre", 1, "succeeded", 0),
+        ("app-1-deploy-1", "deployer", 1, "succeeded", 0),
+        ("app-1-hook-post-1", "post", 1, "succeeded", 0),
     ]
 
 
