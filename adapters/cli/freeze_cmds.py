@@ -24,7 +24,7 @@ def _names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 
 
 @click.command()
-@click.argument("names", nargs=-1, metavar="NAME...", callback=_names)
+@click.argument("names", nargs=-1, metavar="[NAME]...", callback=_names)
 @click.option("--all", "every", is_flag=True, help="Freeze every config, those created later included.")
 @click.option("--until", callback=iso_utc, metavar="ISO", help="When it ends (UTC if no offset); default: at unfreeze.")
 @click.option("--reason", required=True, help="Why (recorded with who froze, and shown by status).")
@@ -53,7 +53,7 @@ def freeze(state: State, names: tuple[str, ...], every: bool, until: str | None,
 
 
 @click.command()
-@click.argument("names", nargs=-1, metavar="NAME...", callback=_names)
+@click.argument("names", nargs=-1, metavar="[NAME]...", callback=_names)
 @click.option("--all", "every", is_flag=True, help="Lift the freeze of all configs (freezes of single configs stay).")
 @pass_state
 def unfreeze(state: State, names: tuple[str, ...], every: bool) -> None:

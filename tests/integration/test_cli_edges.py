@@ -117,6 +117,12 @@ def test_help_states_ranges_in_words(rollouts: Rollouts) -> None:
     assert "[0 or more]" in " ".join(ok(rollouts.run("events", "--help")).stdout.split())
 
 
+def test_freeze_usage_shows_names_as_optional_since_all_may_stand_for_them(rollouts: Rollouts) -> None:
+    for verb in ("freeze", "unfreeze"):
+        usage = ok(rollouts.run(verb, "--help")).stdout.splitlines()[0]
+        assert usage == f"Usage: rollouts {verb} [OPTIONS] [NAME]...", usage
+
+
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
