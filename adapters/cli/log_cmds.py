@@ -8,7 +8,7 @@ import click
 
 from adapters.cli.output import emit_json, output_option
 from adapters.cli.params import expected_head
-from adapters.cli.state import State, pass_reader, pass_state
+from adapters.cli.state import State, pass_log_reader, pass_state
 from adapters.cli.types import POSITION
 
 
@@ -31,7 +31,7 @@ def log() -> None:
     help="Also fail unless the log still holds this position with this hash (a head printed earlier).",
 )
 @output_option
-@pass_reader
+@pass_log_reader
 def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> None:
     """Recompute the hash chain from position zero; exit 1 if any event was changed.
 
@@ -85,7 +85,7 @@ def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> No
 @log.command()
 @click.option("--after", type=POSITION, default=0, help="Only events after this position.")
 @click.option("--until", type=POSITION, help="Only events up to this position.")
-@pass_reader
+@pass_log_reader
 def export(state: State, after: int, until: int | None) -> None:
     """Write the log as JSON Lines on stdout, one event a line, in position order.
 

@@ -177,6 +177,22 @@ def pass_reader(f: Callable[..., Any]) -> Callable[..., Any]:
     return pass_state(update_wrapper(read_only, f))
 
 
+def pass_log_reader(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`pass_reader` for a command whose answer is about the log itself (`log verify`, `log export`):
+    on a missing home with the default store there is no log, and no answer as for an empty one (a
+    verified "ok" or an empty export of a mistyped home would pass for a real one): NotFound."""
+
+    def log_only(state: State, *args: Any, **kwargs: Any) -> Any:
+        if not state.store and state.scratch is None and not state.home.path.exists():
+            from domain.errors import NotFound
+
+            raise NotFound(f"home {state.home.path} does not exist: it holds no log (give --home or --store)")
+        state.reading()
+        return healing(state, f, *args, **kwargs)
+
+    return pass_state(update_wrapper(log_only, f))
+
+
 HEALS = 3  # times a read command heals views broken under it and is asked again
 
 

@@ -59,6 +59,18 @@ def test_a_read_on_a_missing_home_warns_answers_as_an_empty_log_and_creates_noth
     assert list(scratch_tmp.iterdir()) == [], "a read command left files behind"
 
 
+@pytest.mark.parametrize("args", [("log", "verify"), ("log", "verify", "-o", "json"), ("log", "export")])
+def test_the_log_of_a_missing_home_is_not_verified_nor_exported_as_an_empty_one(
+    rollouts: Rollouts, scratch_tmp: Path, args: tuple[str, ...]
+) -> None:
+    """An "ok" (with a log id made up on the spot) or an empty export of a mistyped home would pass for a real one."""
+    home = rollouts.home.parent / "missing" / "typo"
+    result = rollouts.sh("--home", str(home), *args)
+    assert (result.exit_code, result.stdout) == (4, ""), result
+    assert result.stderr == f"error: home {home} does not exist: it holds no log (give --home or --store)\n"
+    assert not home.parent.exists() and list(scratch_tmp.iterdir()) == []
+
+
 def test_a_read_on_a_missing_home_answers_from_a_postgresql_store_as_it_is(
     rollouts: Rollouts, postgres_url: str, scratch_tmp: Path
 ) -> None:
