@@ -44,8 +44,22 @@ class PassCutShort(Exception):
     """A single pass committed events, then the disk failed it: done, though not all of it."""
 
 
+# How the narration names each kind of action: what the controller did, in the words of `deployers list`
+SAID = {
+    Kind.CLAIM: "claim",
+    Kind.CREATE: "create",
+    Kind.RECORD_CREATED: "created",
+    Kind.RECORD_STARTED: "started",
+    Kind.RECORD_EXIT: "exited",
+    Kind.RECORD_LOST: "lost",
+    Kind.STOP: "stop",
+    Kind.CANCEL: "cancel",
+    Kind.TIMEOUT: "timeout",
+}
+
+
 def _kinds(batch: tuple[Action, ...]) -> str:
-    return "+".join(a.kind for a in batch)
+    return ", ".join(SAID[a.kind] for a in batch)
 
 
 def claimant_id(home: Home) -> str:
@@ -134,7 +148,8 @@ class Controller:
 
     def _narrate(self, batch: tuple[Action, ...]) -> None:
         first = batch[0]
-        self.log(f"{_kinds(batch)} {first.name or ''} ({first.config} v{first.version} attempt {first.attempt})")
+        what = " ".join(filter(None, (_kinds(batch), first.name)))  # a claim names no deployer yet
+        self.log(f"{what} ({first.config} v{first.version} attempt {first.attempt})")
 
     def _renew_lease(self) -> None:
         """Renew our lease in the log's database; beat for our shims only while it is fresh."""

@@ -94,6 +94,18 @@ def test_a_refused_verb_exits_1_with_one_error_line_and_appends_nothing(
 
 
 @pytest.mark.slow  # real processes
+@pytest.mark.slow  # real processes
+def test_the_controller_narrates_in_words_naming_each_deployer_once_it_has_one(rollouts: Rollouts) -> None:
+    opened(rollouts)
+    said = ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "30")).stderr.splitlines()
+    lines = [line.split(" ", 1)[1] for line in said if re.match(r"\d\d:\d\d:\d\d ", line)]
+    assert lines[0] == "claim (web v1 attempt 1)", said
+    assert {line.rsplit(" (", 1)[1] for line in lines} == {"web v1 attempt 1)"}, said
+    assert all(line.split(" (")[0].endswith("web-1-deploy-1") for line in lines[1:]), said
+    said_words = {word for line in lines for word in line.split(" (")[0].removesuffix(" web-1-deploy-1").split(", ")}
+    assert said_words <= {"claim", "create", "created", "started", "exited"} and "exited" in said_words, said
+
+
 def test_a_new_version_shows_at_once_in_the_history(rollouts: Rollouts) -> None:
     created(rollouts)
     version = int(ok(rollouts.sh("rollout", "latest", "web", "--reason", "ship 1.4")).stdout)
