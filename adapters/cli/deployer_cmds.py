@@ -157,6 +157,11 @@ def _print_logs(state: State, rt: Any, name: str, version: int, follow: Any) -> 
     from adapters.leases import freshest_age, lease_seconds
 
     still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder.datastore))
+    pruned = [r.name for r in _deployers_of(rt, name, version) if r.pruned]
+    if pruned:  # else the answer would be nothing at all, as for a version whose deployers printed nothing
+        click.echo(
+            f"warning: {name} version {version}: the history limit pruned the output of {', '.join(pruned)}", err=True
+        )
     offsets: dict[str, int] = {}
     while True:
         row = follow()  # before printing: once it says the deployment ended, its output is whole

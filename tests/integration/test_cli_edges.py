@@ -299,6 +299,10 @@ def test_a_finished_deployment_in_json_and_completion_and_pruned_rows(rollouts: 
         "web-2-deploy-1": "False",
     }
     assert "PRUNED" not in ok(rollouts.run("deployers", "list")).stdout
+    pruned = ok(rollouts.sh("logs", "web", "--revision", "1"))
+    assert pruned.stdout == ""
+    assert pruned.stderr == "warning: web version 1: the history limit pruned the output of web-1-deploy-1\n"
+    assert ok(rollouts.sh("logs", "web")).stderr == ""  # version 2 kept its output
 
 
 # -- NO_COLOR ------------------------------------------------------------------------------
