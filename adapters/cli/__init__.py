@@ -58,6 +58,7 @@ def default_actor() -> str:
 @click.option(
     "--home",
     envvar="ROLLOUTS_HOME",
+    show_envvar=True,
     default=".rollouts",
     show_default=True,
     help="Directory holding the event store, projections and runtime.",
@@ -65,10 +66,13 @@ def default_actor() -> str:
 @click.option(
     "--store",
     envvar="ROLLOUTS_STORE",
+    show_envvar=True,
     default=None,
     help="Event store URL: postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME]. Default: events.db in the home.",
 )
-@click.option("--as", "actor", envvar="ROLLOUTS_ACTOR", default=None, help="Who is asking (default user@host).")
+@click.option(
+    "--as", "actor", envvar="ROLLOUTS_ACTOR", show_envvar=True, default=None, help="Who is asking (default user@host)."
+)
 @click.version_option("0.1.0", prog_name="rollouts")
 @click.pass_context
 def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> None:

@@ -80,6 +80,8 @@ def test_rollouts_alone_prints_its_help_on_stdout_and_exits_0(rollouts: Rollouts
     result = ok(rollouts.sh())
     assert result.stdout.startswith("Usage: rollouts [OPTIONS] COMMAND") and "\nCommands:\n" in result.stdout
     assert result.stderr == "" and not rollouts.home.exists()
+    for variable in ("ROLLOUTS_HOME", "ROLLOUTS_STORE", "ROLLOUTS_ACTOR"):  # the global options' env vars
+        assert f"env var: {variable}" in result.stdout, variable
 
 
 @pytest.mark.parametrize("group", GROUPS)
