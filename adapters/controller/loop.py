@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import signal
 import sqlite3
 import threading
@@ -25,7 +27,7 @@ from adapters.home import Home
 from adapters.leases import Leases
 from adapters.runtime.port import Observed, Runtime
 from domain import ids
-from domain.errors import DomainError, NotFound
+from domain.errors import DomainError, NotFound, StoreProblem
 from projections import freezes
 from projections.store import BY_NAME
 
@@ -62,14 +64,37 @@ def _kinds(batch: tuple[Action, ...]) -> str:
     return ", ".join(SAID[a.kind] for a in batch)
 
 
+CLAIMANT = re.compile(r"[0-9a-f]{32}")
+
+
+class ClaimantDamaged(StoreProblem):
+    """runtime/claimant does not hold a claimant id (the CLI exits 5)."""
+
+
 def claimant_id(home: Home) -> str:
-    """The stable id of the controllers of this home, kept in runtime/claimant."""
+    """The stable id of the controllers of this home, kept in runtime/claimant: made whole or not at all
+    (written aside, then renamed), and refused unless it is one (an empty id would be every home's: two
+    hosts sharing a PostgreSQL log would each take the other's claims for its own and run them)."""
     path = home.runtime / "claimant"
     with home.init_lock():
         if not path.exists():
-            path.write_text(uuid.uuid4().hex + "\n")
-            path.chmod(0o600)
-        return path.read_text().strip()
+            aside = path.with_name(f"claimant.{uuid.uuid4().hex}")
+            fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(uuid.uuid4().hex + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(aside, path)
+        try:
+            found = path.read_text().strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ClaimantDamaged(f"{path} cannot be read ({type(error).__name__})") from None
+    if not CLAIMANT.fullmatch(found):
+        raise ClaimantDamaged(
+            f"{path} holds no claimant id (32 hex digits): it was damaged. Once no deployer of this home runs"
+            " (deployers list), remove it and the next controller makes a new one"
+        )
+    return found
 
 
 class Controller:

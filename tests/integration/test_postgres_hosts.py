@@ -188,3 +188,30 @@ def test_an_unusable_store_is_one_error_line_with_exit_5_and_no_password(tmp_pat
     assert needle in result.stderr
     assert "s3cretpw" not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("damage", ["", "\n", "not-a-claimant-id\n"], ids=["empty", "a-newline", "other-text"])
+def test_a_damaged_claimant_file_is_refused_and_no_host_runs_anothers_claim(
+    tmp_path: Path, postgres_url: str, damage: str
+) -> None:
+    """An empty claimant id was every such home's: two hosts each took the other's claim for its own
+    and both ran web-1-deploy-1 (the audit saw nothing: both claims named claimant '')."""
+    gt = tmp_path / "gt"
+    host_a, host_b = tmp_path / "a", tmp_path / "b"
+    assert (
+        cli(host_a, postgres_url, "config", "create", "web", "--", "sh", "-c", DEPLOYER.format(gt=gt, s=0)).returncode
+        == 0
+    )
+    for host in (host_a, host_b):
+        assert cli(host, postgres_url, "controller", "run", "--once", "-q").returncode == 0  # makes runtime/claimant
+        (host / "runtime" / "claimant").write_text(damage)
+    assert cli(host_a, postgres_url, "rollout", "latest", "web").returncode == 0
+    for _ in range(2):
+        for host in (host_a, host_b):
+            result = cli(host, postgres_url, "controller", "run", "--once", "-q")
+            assert result.returncode == 5, result
+            assert result.stderr.startswith(f"error: {host / 'runtime' / 'claimant'} holds no claimant id"), result
+            assert result.stderr.count("\n") == 1, result.stderr
+    assert not gt.exists(), gt.read_text()
+    claims = json.loads(cli(host_a, postgres_url, "events", "--type", "DeployerClaimed", "-o", "json").stdout)
+    assert claims == []

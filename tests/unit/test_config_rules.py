@@ -81,6 +81,13 @@ def test_claim_takes_the_free_slot_together_with_the_deployment() -> None:
     assert (types(c), types(d)) == (["SlotClaimed"], ["DeployerClaimed"])
 
 
+def test_a_claim_that_names_no_claimant_is_refused() -> None:
+    c = config()
+    d = trigger(c)
+    assert_refused(lambda: rollout.claim(c, d, "", META), c, d, match="names no claimant")
+    assert d.phase == phases.NEW
+
+
 def test_claim_while_another_deployment_holds_the_slot_is_refused() -> None:
     c = config()
     first = claimed(c)
