@@ -1,9 +1,12 @@
-"""A home's binding to one log: the log's id, and the highest position any command of the home has seen.
+"""A home's binding to one log: the log's id, the highest position any command of the home has seen,
+and the log's chain hash at that position.
 
 The views in projections/ and the deployers in runtime/ were made from one log. Pointed at
-another log, or at one whose head is below a position this home has already seen (a backup put
-back, a truncated or emptied log), the home must not go on as if nothing happened: commands that
-write or reconcile refuse, and `rollouts home rebind` is the audited way to accept the log as it is.
+another log, at one whose head is below a position this home has already seen (a backup put
+back, a truncated or emptied log), or at one whose history up to that position is not the one
+seen (a copy of the log that went another way, an event edited or its hash removed), the home must
+not go on as if nothing happened: commands that write or reconcile refuse, and `rollouts home
+rebind` is the audited way to accept the log as it is.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +32,11 @@ class HomeBoundElsewhere(StoreUnavailable):
 class Binding:
     log_id: str | None
     seen: int
+    hash: str | None = None  # the chain's hash at `seen` (None: the log had none there, or an older binding)
 
-    def problem(self, log_id: str | None, head: int, home: Path) -> str | None:
-        """Why this home must not act on the log (`log_id`, `head`), or None when it may."""
+    def problem(self, log_id: str | None, head: int, home: Path, hash_at: Callable[[int], str | None]) -> str | None:
+        """Why this home must not act on the log (`log_id`, `head`, its chain's `hash_at` a position), or
+        None when it may."""
         if self.log_id and log_id and log_id != self.log_id:
             return (
                 f"home {home} belongs to log {self.log_id} (seen up to position {self.seen}), but the store"
@@ -44,6 +49,13 @@ class Binding:
                 f" now ends at position {head} (restored from an older copy, truncated or emptied?); run"
                 " 'rollouts log verify', then 'rollouts home rebind' to accept the log as it is now"
             )
+        if self.hash is not None and self.seen and (found := hash_at(self.seen)) != self.hash:
+            return (
+                f"the log's history changed: home {home} has seen position {self.seen} of log {self.log_id} with"
+                f" hash {self.hash}, but the log now has {found or 'no hash'} there (a copy of the log that went"
+                " another way put back, or an event edited?); run 'rollouts log verify', then 'rollouts home"
+                " rebind' to accept the log as it is now"
+            )
         return None
 
 
@@ -54,7 +66,8 @@ def path_in(runtime: Path) -> Path:
 def load(runtime: Path) -> Binding | None:
     try:
         data = json.loads(path_in(runtime).read_text())
-        return Binding(data.get("log_id"), int(data["seen"]))
+        found = data.get("hash")
+        return Binding(data.get("log_id"), int(data["seen"]), None if found is None else str(found))
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as error:
@@ -63,15 +76,19 @@ def load(runtime: Path) -> Binding | None:
         ) from None
 
 
-def record(runtime: Path, log_id: str | None, head: int, *, replace: bool = False) -> Binding:
-    """Raise the seen position to `head` (never lower it); with `replace`, bind anew to (log_id, head)."""
+def record(runtime: Path, log_id: str | None, head: int, hash_: str | None, *, replace: bool = False) -> Binding:
+    """Raise the seen position to `head`, whose chain hash is `hash_` (never lower it); with `replace`,
+    bind anew to (log_id, head, hash_)."""
     with _locked(runtime):
         old = None if replace else load(runtime)
-        new = Binding(log_id or (old and old.log_id), max(head, old.seen) if old else head)
+        if old is None or head > old.seen or (head == old.seen and old.hash is None):
+            new = Binding(log_id or (old and old.log_id), head, hash_)
+        else:
+            new = Binding(log_id or old.log_id, old.seen, old.hash)
         if new != old:
             tmp = path_in(runtime).with_suffix(".tmp")
             with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-                json.dump({"log_id": new.log_id, "seen": new.seen}, f)
+                json.dump({"log_id": new.log_id, "seen": new.seen, "hash": new.hash}, f)
             os.replace(tmp, path_in(runtime))
         return new
 

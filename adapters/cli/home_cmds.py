@@ -57,9 +57,9 @@ def rebind(state: State) -> None:
         runtime.close()
     shutil.rmtree(state.home.projections, ignore_errors=True)
     state.home.ensure()
-    bound = binding.record(
-        state.home.runtime, app.recorder.log_id(), app.recorder.max_notification_id() or 0, replace=True
-    )
+    head = app.recorder.max_notification_id() or 0
+    hash_ = app.recorder.hash_at(head) if head else None
+    bound = binding.record(state.home.runtime, app.recorder.log_id(), head, hash_, replace=True)
     state.read("desired", "history", "audit")
     was = f"log {old.log_id} seen up to position {old.seen}" if old else "no log"
     click.echo(

@@ -29,7 +29,7 @@ class State:
         self.store = store or None
         self.actor = actor
         self.cache_kib: int | None = None  # per projection connection, for a long-lived process
-        self._recorded: tuple[str | None, int] | None = None  # what check_log last wrote to the binding
+        self._recorded: tuple[str | None, int, str | None] | None = None  # what check_log last wrote to the binding
         self.accept_any_log = False  # `home rebind` alone acts on a log the home is not bound to
         self._scratch_views: tempfile.TemporaryDirectory[str] | None = None  # views of a log the home is not bound to
         if self.store:
@@ -114,8 +114,9 @@ class State:
             return None
         if "_problem" not in self.__dict__:
             bound = binding.load(self.home.runtime)
-            self._log = (recorder.log_id(), recorder.max_notification_id() or 0)
-            self._problem = None if bound is None else bound.problem(*self._log, self.home.path)
+            head = recorder.max_notification_id() or 0
+            self._log = (recorder.log_id(), head, recorder.hash_at(head) if head else None)
+            self._problem = None if bound is None else bound.problem(*self._log[:2], self.home.path, recorder.hash_at)
         return self._problem
 
     def require_bound(self) -> None:
@@ -146,7 +147,8 @@ class State:
             return
         recorder = self.app.recorder if "app" in self.__dict__ else self.__dict__.get("recorder")
         if recorder is not None:
-            binding.record(self.home.runtime, recorder.log_id(), recorder.max_notification_id() or 0)
+            head = recorder.max_notification_id() or 0
+            binding.record(self.home.runtime, recorder.log_id(), head, recorder.hash_at(head) if head else None)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # noqa: BLE001 - remembering is best effort; the next check decides

@@ -77,6 +77,52 @@ def test_a_log_put_back_from_a_backup_is_refused_and_its_reused_names_never_comp
     assert rollouts.sh("audit").exit_code == 0
 
 
+def put_back(rollouts: Rollouts, copy: Path) -> None:
+    for side in ("-wal", "-shm"):
+        (rollouts.home / f"events.db{side}").unlink(missing_ok=True)
+    shutil.copy(copy, rollouts.home / "events.db")
+
+
+def test_a_copy_of_the_log_that_went_another_way_is_refused_even_with_a_higher_head(
+    rollouts: Rollouts, tmp_path: Path
+) -> None:
+    """Same log id, head not below what the home saw, another history: the home's views and runtime
+    were made from the history it saw, so it must not go on (the views mixed both histories)."""
+    setup(rollouts, tmp_path)
+    older, newer = tmp_path / "older.db", tmp_path / "newer.db"
+    shutil.copy(rollouts.home / "events.db", older)
+    rollout(rollouts)
+    rollout(rollouts)
+    shutil.copy(rollouts.home / "events.db", newer)  # versions 1-3, all Complete
+    put_back(rollouts, older)
+    assert rollouts.sh("home", "rebind").exit_code == 0
+    assert rollouts.sh("config", "set", "web", "--", "sh", "-c", "exit 3").exit_code == 0
+    rollout(rollouts)  # version 2 of this history: Failed
+    put_back(rollouts, newer)  # the wrong backup put back: its head is above what the home saw
+
+    says = "the log's history changed"
+    refused(rollouts, "rollout", "latest", "web", says=says)
+    refused(rollouts, "controller", "run", "--once", says=says)
+    status = rollouts.sh("rollout", "status", "web")
+    assert status.exit_code == 0 and says in status.stderr and "scratch views" in status.stderr
+    assert status.stdout.strip() == "web version 3 (attempt 1): Complete"  # this log's own history alone
+    history = json.loads(rollouts.sh("rollout", "history", "web", "-o", "json").stdout)
+    assert [(row["version"], row["phase"]) for row in history] == [(1, "Complete"), (2, "Complete"), (3, "Complete")]
+    assert rollouts.sh("home", "rebind").exit_code == 0
+    assert rollouts.sh("rollout", "status", "web").stderr == ""
+
+
+def test_a_log_whose_chain_hash_was_removed_where_the_home_has_seen_it_is_refused(
+    rollouts: Rollouts, tmp_path: Path
+) -> None:
+    """`log verify` takes a log without chain rows for one written before the chain; the home knows better."""
+    setup(rollouts, tmp_path)
+    head = json.loads(rollouts.sh("log", "verify", "-o", "json").stdout)["head"]
+    Log(rollouts).execute("DELETE FROM rollouts_chain", "DELETE FROM rollouts_chain")
+    refused(rollouts, "rollout", "latest", "web", says=f"has seen position {head}")
+    assert "but the log now has no hash there" in rollouts.sh("rollout", "status", "web").stderr
+
+
 def test_an_emptied_event_store_is_another_log(rollouts: Rollouts, tmp_path: Path) -> None:
     setup(rollouts, tmp_path)
     for name in ("events.db", "events.db-wal", "events.db-shm"):
