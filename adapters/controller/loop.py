@@ -242,8 +242,8 @@ class Controller:
                 open_count, acted = self._single_pass() if once else self.reconcile()
                 failures = 0
             except TRANSIENT as error:
-                if once and disk_problem(error) is not None:
-                    raise  # the command's error (exit 5): nothing of the pass was committed
+                if once:
+                    raise  # the command's error (exit 5): nothing of the pass was committed, no pass follows
                 failures += 1
                 self.log(f"store unavailable ({type(error).__name__}: {error}); retrying")
                 self.stopping.wait(min(5.0, 0.1 * 2**failures))

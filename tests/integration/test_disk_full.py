@@ -170,3 +170,37 @@ def test_a_controller_pass_that_committed_its_claim_before_the_disk_filled_is_do
         created = ok(rollouts.sh("events", "web", "--type", "DeployerCreated", "-o", "json")).stdout
         assert len(json.loads(created)) == 1
         assert json.loads(ok(rollouts.sh("audit", "-o", "json")).stdout)["ok"] is True
+
+
+def test_a_single_pass_whose_append_the_store_refuses_fails_and_is_not_reported_done(rollouts: Rollouts) -> None:
+    """`controller run --once` said 'store unavailable ...; retrying' and exited 0, as if the pass had been done
+    (seen with the log made immutable). The refusal is SQLite's own error, raised at the app's save."""
+    import sqlite3
+
+    from adapters.controller.loop import Controller, claimant_id
+    from adapters.eventstore import open_app
+    from adapters.home import Home
+    from adapters.log_source import RecorderSource
+    from adapters.runtime.local import LocalRuntime
+    from projections.store import ProjectionStore
+
+    ok(rollouts.sh("config", "create", "web", "--", "true"))
+    ok(rollouts.sh("rollout", "latest", "web"))
+    home = Home(rollouts.home)
+    app = open_app(home, None)
+    runtime = LocalRuntime(home.path)
+    store = ProjectionStore(home.projections, RecorderSource(app.recorder))
+    try:
+
+        def refused(*_: object, **__: object) -> None:
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+
+        app.save = refused  # type: ignore[method-assign]
+        controller = Controller(app, store, runtime, claimant_id(home), "tester@test", str(rollouts.cwd))
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            controller.run(once=True, until_idle=False, interval=0.05, timeout=None)
+    finally:
+        store.close()
+        runtime.close()
+        app.close()
+    assert "version 1 (attempt 1): New" in rollouts.sh("rollout", "status", "web").stdout
