@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
 
+from adapters.cli.params import utc_text
 from adapters.cli.state import State
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,10 +22,9 @@ def as_of_value(ctx: click.Context, param: click.Parameter, value: str | None) -
     if _POSITION.fullmatch(value):
         return int(value)
     try:
-        moment = datetime.fromisoformat(value)
+        return utc_text(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither a position nor an ISO time like 2026-01-31T12:00:00") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
 def as_of_option(f: F) -> F:

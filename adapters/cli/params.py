@@ -27,16 +27,23 @@ def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
 name_argument = click.argument("name", callback=valid_name, shell_complete=completion.configs)
 
 
+def utc_text(value: str) -> str:
+    """An ISO time as UTC text (without an offset it is UTC); ValueError unless it is one that UTC can hold
+    (9999-12-31T23:59:59-14:00 is past the last day Python's datetime knows)."""
+    moment = datetime.fromisoformat(value)
+    try:
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    except OverflowError:
+        raise ValueError(f"{value!r} is out of range in UTC") from None
+
+
 def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`--since`: an ISO time; without an offset it is UTC."""
     if value is None:
         return None
     try:
-        moment = datetime.fromisoformat(value)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return moment.astimezone(UTC).isoformat()
-    except (ValueError, OverflowError):
+        return utc_text(value)
+    except ValueError:
         raise click.BadParameter(f"{value!r} is not an ISO time like 2026-01-31T12:00:00") from None
 
 
