@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
 import sqlite3
 import threading
 import time
@@ -264,7 +265,10 @@ class Catalog:
         """Delete files of `name` that the catalog does not point to (old or abandoned shadows)."""
         for path in self.folder.glob(f"{name}-*.db*"):
             if Path(str(path).removesuffix("-wal").removesuffix("-shm")) not in keep:
-                path.unlink(missing_ok=True)
+                if path.is_dir() and not path.is_symlink():  # what was put where a view's file was
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
 
 def identity(path: Path) -> tuple[int, int] | None:

@@ -115,6 +115,10 @@ class LiveFiles:
                 if created is not None:
                     return created
                 continue  # a twin created it meanwhile: open and check it as any other
+            unusable = health.file_problem(path)  # a directory, say: SQLite would not open it at all
+            if unusable is not None:
+                self._heal(BrokenView(projection.name, path, unusable))
+                continue
             try:
                 conn = sqlite3.connect(
                     f"file:{path}?mode=rw",

@@ -45,6 +45,13 @@ def zero_length(path: Path) -> None:
     path.write_bytes(b"")
 
 
+def a_directory(path: Path) -> None:
+    """What was put where the view's file was: SQLite does not open it at all (an internal error, exit 70)."""
+    path.unlink()
+    path.mkdir()
+    (path / "inside").write_text("x")
+
+
 def missing_table(path: Path) -> None:
     table = first_table(path)
     conn = sqlite3.connect(path)
@@ -85,6 +92,7 @@ def every_view(damage: Callable[[Path], None]) -> Callable[[Path], None]:
 CORRUPTIONS = [
     pytest.param(every_view(random_bytes), id="random-bytes"),
     pytest.param(every_view(zero_length), id="zero-length"),
+    pytest.param(every_view(a_directory), id="a-directory"),
     pytest.param(every_view(missing_table), id="schema-table-missing"),
     pytest.param(every_view(other_columns), id="schema-other-columns"),
     pytest.param(catalog_bytes, id="catalog-random-bytes"),
