@@ -31,14 +31,16 @@ def emit_json(document: Any) -> None:
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     """Print `columns` of `rows` aligned, with an upper-case header, like kubectl."""
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    cells = [[cell(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
     click.echo("\n".join(line.rstrip() for line in lines))
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """`value` as one line of a table or a detail view: None as <none>, a line break or a control character
+    as a space (a message of several lines must not pass for more fields)."""
     if value is None:
         return "<none>"
     if isinstance(value, dict | list):

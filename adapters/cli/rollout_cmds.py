@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from adapters.cli.as_of import as_of_option, history_at
-from adapters.cli.output import emit_json, output_option, table
+from adapters.cli.output import cell, emit_json, output_option, table
 from adapters.cli.params import name_argument
 from adapters.cli.state import State, pass_reader, pass_state
 from adapters.cli.types import REVISION, Seconds
@@ -195,7 +195,7 @@ def _revision_detail(row: dict[str, Any]) -> None:
 
     spec = row["spec"]
     for key in DEPLOYMENT_FIELDS:
-        click.echo(f"{key.replace('_', ' ').capitalize() + ':':<13}{row[key] if row[key] is not None else '<none>'}")
+        click.echo(f"{key.replace('_', ' ').capitalize() + ':':<13}{cell(row[key])}")
     if row["needs_approval"]:
         click.echo(f"{'Approval:':<13}{'by ' + row['approved_by'] if row['approved_by'] else 'waiting'}")
     click.echo(f"{'Command:':<13}{json.dumps(spec['command'])}")
@@ -269,7 +269,7 @@ def _status_document(name: str, row: dict[str, Any], freezes: list[dict[str, Any
 
 def _status_line(name: str, row: dict[str, Any], freezes: list[dict[str, Any]]) -> str:
     text = f"{name} version {row['version']} (attempt {row['attempt']}): {row['phase']}"
-    text = f"{text}: {row['reason']}" if row["reason"] else text
+    text = f"{text}: {cell(row['reason'])}" if row["reason"] else text
     if row["phase"] == phases.NEW and row["needs_approval"] and not row["approved_by"]:
         text += "; waiting for approval (rollout approve, by another actor)"
     return text + "".join(f"; {freeze_text(f)}" for f in freezes)
@@ -277,7 +277,8 @@ def _status_line(name: str, row: dict[str, Any], freezes: list[dict[str, Any]]) 
 
 def freeze_text(freeze: dict[str, Any]) -> str:
     """`frozen (all) by alice: release week, until 2026-12-24T18:00:00+00:00`"""
-    return f"frozen ({freeze['scope']}) by {freeze['by']}: {freeze['reason']}, until {freeze['until'] or 'unfrozen'}"
+    until = freeze["until"] or "unfrozen"
+    return f"frozen ({freeze['scope']}) by {cell(freeze['by'])}: {cell(freeze['reason'])}, until {until}"
 
 
 def _freezes(state: State, name: str, as_of: int | str | None) -> list[dict[str, Any]]:

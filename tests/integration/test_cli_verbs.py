@@ -95,6 +95,18 @@ def test_a_refused_verb_exits_1_with_one_error_line_and_appends_nothing(
 
 @pytest.mark.slow  # real processes
 @pytest.mark.slow  # real processes
+def test_a_reason_of_several_lines_cannot_pass_for_more_fields_of_a_detail_or_status_line(rollouts: Rollouts) -> None:
+    created(rollouts)
+    ok(rollouts.run("rollout", "latest", "web", "--reason", "fix\nActor:       mallory@evil"))
+    detail = ok(rollouts.run("rollout", "history", "web", "--revision", "1")).stdout.splitlines()
+    assert [line for line in detail if line.startswith("Actor:")] == ["Actor:       tester@test"], detail
+    assert "Message:     fix Actor: mallory@evil" in detail
+    ok(rollouts.run("freeze", "web", "--reason", "release\nweb version 1 (attempt 1): Complete"))
+    status = ok(rollouts.run("rollout", "status", "web")).stdout
+    assert status.count("\n") == 1 and "release web version 1" in status, status
+
+
+@pytest.mark.slow  # real processes
 def test_the_controller_narrates_in_words_naming_each_deployer_once_it_has_one(rollouts: Rollouts) -> None:
     opened(rollouts)
     said = ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "30")).stderr.splitlines()
