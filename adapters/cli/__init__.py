@@ -91,6 +91,8 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
     from adapters.cli.errors import crash_home
     from adapters.cli.state import State
 
+    if not home.strip():  # Path("") is the current directory: a log would be made wherever one stands
+        raise click.BadParameter("is empty: give a directory (or leave it unset for .rollouts)", param_hint="'--home'")
     crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
     ctx.obj = State(home=home, store=store, actor=actor or default_actor())
     ctx.call_on_close(ctx.obj.close)

@@ -41,13 +41,19 @@ class State:
         click.echo(f"warning: {text}", err=True)
 
     def reading(self) -> None:
-        """A read command never creates the home: on a missing one it answers from a scratch home,
-        removed on close (with the default store, which lives in the home: as for an empty log)."""
-        if self.scratch is not None or self.home.path.exists():
+        """A read command never creates the home nor its log: on a missing one (or, with the default store,
+        on a directory without events.db) it answers from a scratch home, removed on close (with the default
+        store, which lives in the home: as for an empty log)."""
+        if self.scratch is not None:
             return
-        self.scratch = Path(tempfile.mkdtemp(prefix="rollouts-read-"))
+        if self.home.path.exists() and (self.store or self.home.events_db.exists()):
+            return
         what = "from the store with views built aside" if self.store else "as for an empty log"
-        self.warn(f"home {self.home.path} does not exist; answering {what} (nothing is written)")
+        if self.home.path.exists():  # a directory, but not a home: no log of its own in it
+            self.warn(f"{self.home.path} holds no event log (events.db); answering {what} (nothing is written)")
+        else:
+            self.warn(f"home {self.home.path} does not exist; answering {what} (nothing is written)")
+        self.scratch = Path(tempfile.mkdtemp(prefix="rollouts-read-"))
         self.home = Home(self.scratch / "home")
 
     @cached_property
@@ -185,10 +191,11 @@ def pass_log_reader(f: Callable[..., Any]) -> Callable[..., Any]:
     verified "ok" or an empty export of a mistyped home would pass for a real one): NotFound."""
 
     def log_only(state: State, *args: Any, **kwargs: Any) -> Any:
-        if not state.store and state.scratch is None and not state.home.path.exists():
+        if not state.store and state.scratch is None and not state.home.events_db.exists():
             from domain.errors import NotFound
 
-            raise NotFound(f"home {state.home.path} does not exist: it holds no log (give --home or --store)")
+            where = "holds no event log (events.db)" if state.home.path.exists() else "does not exist"
+            raise NotFound(f"home {state.home.path} {where}: there is no log to read (give --home or --store)")
         state.reading()
         return healing(state, f, *args, **kwargs)
 

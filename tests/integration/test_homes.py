@@ -60,15 +60,39 @@ def test_a_read_on_a_missing_home_warns_answers_as_an_empty_log_and_creates_noth
 
 
 @pytest.mark.parametrize("args", [("log", "verify"), ("log", "verify", "-o", "json"), ("log", "export")])
-def test_the_log_of_a_missing_home_is_not_verified_nor_exported_as_an_empty_one(
+def test_the_log_of_a_missing_home_or_folder_is_not_verified_nor_exported_as_an_empty_one(
     rollouts: Rollouts, scratch_tmp: Path, args: tuple[str, ...]
 ) -> None:
     """An "ok" (with a log id made up on the spot) or an empty export of a mistyped home would pass for a real one."""
     home = rollouts.home.parent / "missing" / "typo"
     result = rollouts.sh("--home", str(home), *args)
     assert (result.exit_code, result.stdout) == (4, ""), result
-    assert result.stderr == f"error: home {home} does not exist: it holds no log (give --home or --store)\n"
+    assert result.stderr == f"error: home {home} does not exist: there is no log to read (give --home or --store)\n"
     assert not home.parent.exists() and list(scratch_tmp.iterdir()) == []
+    home.mkdir(parents=True)  # a directory, but no home: no events.db in it
+    result = rollouts.sh("--home", str(home), *args)
+    assert (result.exit_code, result.stdout) == (4, ""), result
+    assert result.stderr.startswith(f"error: home {home} holds no event log (events.db):"), result.stderr
+    assert list(home.iterdir()) == [] and list(scratch_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "code", "shown"), READS)
+def test_a_read_on_a_directory_without_a_log_creates_none_in_it(
+    rollouts: Rollouts, scratch_tmp: Path, args: tuple[str, ...], code: int, shown: str
+) -> None:
+    folder = rollouts.home.parent / "some-folder"
+    folder.mkdir()
+    result = rollouts.sh("--home", str(folder), *args)
+    assert result.exit_code == code, result.stderr
+    assert shown in result.stdout + result.stderr
+    assert result.stderr.startswith(f"warning: {folder} holds no event log (events.db);"), result.stderr
+    assert list(folder.iterdir()) == [] and list(scratch_tmp.iterdir()) == [], "a read command made a log"
+
+
+def test_an_empty_home_is_a_usage_error_not_the_current_directory(rollouts: Rollouts) -> None:
+    result = rollouts.sh("--home", "", "config", "list")
+    assert result.exit_code == 2 and result.stderr.startswith("error: Invalid value for '--home': is empty"), result
+    assert list(rollouts.cwd.iterdir()) == []
 
 
 def test_a_read_on_a_missing_home_answers_from_a_postgresql_store_as_it_is(
