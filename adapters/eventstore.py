@@ -79,8 +79,8 @@ def open_app(home: Home, store: str | None) -> RolloutsApp:
 
 
 def open_recorder(home: Home, store: str | None) -> Any:
-    """Only the log's recorder, for reads: no aggregates, no application to import. On a
-    PostgreSQL store that exists it attempts no DDL, so a role that may only SELECT can read."""
+    """Only the log's recorder, for reads: no aggregates, no application to import. On a PostgreSQL
+    store it attempts no DDL, so a role that may only SELECT can read; a store with no log is refused."""
 
     def construct(env: dict[str, str]) -> Any:
         from eventsourcing.persistence import InfrastructureFactory
@@ -99,7 +99,12 @@ def _open(home: Home, store: str | None, construct: Callable[[dict[str, str]], A
                 private_file(home.events_db)
                 return construct(env)
         url = parse_store(store)
-        if reading and _postgres_log_exists(url):
+        if reading:  # no DDL: a misspelt schema must not become a new, empty log that reads as "No configs."
+            if not _postgres_log_exists(url):
+                raise StoreUnavailable(
+                    f"{url.redacted()} holds no log (no table {url.schema or 'public'}.{APP_NAME}_events): a read"
+                    " creates none; a write (config create, log import) makes it"
+                )
             return construct({**env, "CREATE_TABLE": "no"})
         return _open_postgres(url, lambda: construct(env))
     except StoreUnavailable:

@@ -95,6 +95,28 @@ def test_an_empty_home_is_a_usage_error_not_the_current_directory(rollouts: Roll
     assert list(rollouts.cwd.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [("config", "list"), ("events",), ("log", "verify"), ("rollout", "status", "web")])
+def test_a_read_on_a_postgresql_schema_with_no_log_is_refused_and_creates_none(
+    rollouts: Rollouts, postgres_url: str, args: tuple[str, ...]
+) -> None:
+    """A misspelt schema answered "No configs." and was made, tables and a new log id (DESIGN 7.2: reads
+    attempt no DDL)."""
+    import psycopg
+
+    from tests.conftest import POSTGRES
+
+    rollouts.env["ROLLOUTS_STORE"] = postgres_url
+    result = rollouts.sh(*args)
+    assert (result.exit_code, result.stdout) == (5, ""), result
+    assert result.stderr.splitlines()[-1].startswith("error: postgresql://"), result.stderr
+    assert "holds no log" in result.stderr and "Traceback" not in result.stderr
+    schema = postgres_url.split("schema=")[1]
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() == (None,)
+    assert rollouts.sh("config", "create", "web", "--", "true").exit_code == 0  # a write makes the log
+    assert rollouts.sh(*args).exit_code in (0, 4)  # 4: web has no deployment yet
+
+
 def test_a_read_on_a_missing_home_answers_from_a_postgresql_store_as_it_is(
     rollouts: Rollouts, postgres_url: str, scratch_tmp: Path
 ) -> None:
