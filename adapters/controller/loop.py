@@ -22,6 +22,7 @@ from adapters.controller.executor import Executor
 from adapters.controller.plan import REPORTS, Action, Kind, batches, gated, plan
 from adapters.controller.twins import Twins
 from adapters.controller.watch import Watch
+from adapters.eventstore import StoreUnavailable, describe
 from adapters.failures import disk_problem
 from adapters.home import Home
 from adapters.leases import Leases
@@ -61,7 +62,7 @@ SAID = {
 
 
 def _kinds(batch: tuple[Action, ...]) -> str:
-    return ", ".join(SAID[a.kind] for a in batch)
+    return ", ".join(SAID.get(a.kind, a.kind) for a in batch)
 
 
 CLAIMANT = re.compile(r"[0-9a-f]{32}")
@@ -243,7 +244,7 @@ class Controller:
                 failures = 0
             except TRANSIENT as error:
                 if once:
-                    raise  # the command's error (exit 5): nothing of the pass was committed, no pass follows
+                    raise  # _single_pass made it the command's error: no pass follows to retry it
                 failures += 1
                 self.log(f"store unavailable ({type(error).__name__}: {error}); retrying")
                 self.stopping.wait(min(5.0, 0.1 * 2**failures))
@@ -266,21 +267,24 @@ class Controller:
         return self.notifier is not None and self.notifier.busy()
 
     def _single_pass(self) -> tuple[int, int]:
-        """`--once`: a full or failing disk is the command's error (exit 5), unless the pass had
-        already committed events: then the pass counts as done, with PassCutShort to say so."""
+        """`--once`: a full or failing disk, or a store that refuses or fails the pass, is the command's
+        error (exit 5: StoreUnavailable, or the disk's own), unless the pass had already committed
+        events: then the pass counts as done, with PassCutShort to say so."""
         head = self.app.recorder.max_notification_id() or 0
         try:
             return self.reconcile()
         except Exception as error:
             problem = disk_problem(error)
-            if problem is None:
+            if problem is None and not isinstance(error, TRANSIENT):
                 raise
             try:
                 moved = (self.app.recorder.max_notification_id() or 0) > head
             except Exception:  # noqa: BLE001 - the log cannot say: nothing is known committed
                 moved = False
             if moved:
-                raise PassCutShort(problem) from error
+                raise PassCutShort(problem or describe(error, None)) from error
+            if problem is None:
+                raise StoreUnavailable(f"the pass failed: {describe(error, None)}") from error
             raise
 
     def _lead(self, twins: Twins, deadline: float | None) -> bool:

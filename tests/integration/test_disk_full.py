@@ -174,11 +174,12 @@ def test_a_controller_pass_that_committed_its_claim_before_the_disk_filled_is_do
 
 def test_a_single_pass_whose_append_the_store_refuses_fails_and_is_not_reported_done(rollouts: Rollouts) -> None:
     """`controller run --once` said 'store unavailable ...; retrying' and exited 0, as if the pass had been done
-    (seen with the log made immutable). The refusal is SQLite's own error, raised at the app's save."""
+    (seen with the log made immutable). The refusal is SQLite's own error, raised at the app's save; the
+    command's error is StoreUnavailable (the CLI's exit 5), whatever the driver's error."""
     import sqlite3
 
     from adapters.controller.loop import Controller, claimant_id
-    from adapters.eventstore import open_app
+    from adapters.eventstore import StoreUnavailable, open_app
     from adapters.home import Home
     from adapters.log_source import RecorderSource
     from adapters.runtime.local import LocalRuntime
@@ -197,7 +198,7 @@ def test_a_single_pass_whose_append_the_store_refuses_fails_and_is_not_reported_
 
         app.save = refused  # type: ignore[method-assign]
         controller = Controller(app, store, runtime, claimant_id(home), "tester@test", str(rollouts.cwd))
-        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        with pytest.raises(StoreUnavailable, match="the pass failed: .*attempt to write a readonly database"):
             controller.run(once=True, until_idle=False, interval=0.05, timeout=None)
     finally:
         store.close()
