@@ -117,6 +117,8 @@ class LiveFiles:
                 continue  # a twin created it meanwhile: open and check it as any other
             unusable = health.file_problem(path)  # a directory, say: SQLite would not open it at all
             if unusable is not None:
+                if self.frozen:  # served exactly as on disk, never rebuilt (a fault-injection switch)
+                    raise BrokenView(projection.name, path, unusable)
                 self._heal(BrokenView(projection.name, path, unusable))
                 continue
             try:

@@ -221,6 +221,20 @@ def test_projections_status_over_a_corrupt_view_reports_instead_of_failing(rollo
     assert rows["history"]["position"] == rows["history"]["head"] > 0
 
 
+@pytest.mark.parametrize("damage", [a_directory, zero_length], ids=["a-directory", "zero-length"])
+def test_frozen_views_are_never_rebuilt_not_even_one_that_is_not_a_file(
+    rollouts: Rollouts, damage: Callable[[Path], None]
+) -> None:
+    """ROLLOUTS_FREEZE_PROJECTIONS=1 serves the views exactly as on disk: a broken one is an error, not a rebuild."""
+    settled_home(rollouts)
+    path = view_file(rollouts.home, "history")
+    damage(path)
+    rollouts.env["ROLLOUTS_FREEZE_PROJECTIONS"] = "1"
+    result = rollouts.sh("rollout", "history", "web")
+    assert result.exit_code != 0 and "is not a readable view" in result.stderr, result
+    assert view_file(rollouts.home, "history") == path and (path.is_dir() == (damage is a_directory))
+
+
 def test_a_running_controller_heals_its_view_emptied_under_it_and_goes_on(rollouts: Rollouts) -> None:
     """Its open connection's cached pages would hide the damage: each pass it looks at the file (stat).
     (Bytes written in place are seen by the next process that opens the file, which heals it; SQLite
