@@ -125,6 +125,15 @@ def _conninfo(url: PostgresURL) -> dict[str, Any]:
     }
 
 
+def store_has_no_log(store: str) -> bool:
+    """Whether the PostgreSQL store `store` is reachable and holds no log (no table to read): False when
+    it holds one, or when it cannot tell (opening the store then says why)."""
+    try:
+        return not _postgres_log_exists(parse_store(store))
+    except Exception:  # noqa: BLE001 - unreachable, refused, a bad URL: the open that follows reports it
+        return False
+
+
 def _postgres_log_exists(url: PostgresURL) -> bool:
     """Whether the log's table is there (then a read needs no DDL, and no lock)."""
     import psycopg

@@ -41,20 +41,31 @@ class State:
         click.echo(f"warning: {text}", err=True)
 
     def reading(self) -> None:
-        """A read command never creates the home nor its log: on a missing one (or, with the default store,
-        on a directory without events.db) it answers from a scratch home, removed on close (with the default
-        store, which lives in the home: as for an empty log)."""
+        """A read command never creates the home: on a missing one it answers from a scratch home,
+        removed on close (with the default store, which lives in the home: as for an empty log). An
+        existing directory is the home, log or not: a long-running read (serve) sees the first write."""
         if self.scratch is not None:
             return
-        if self.home.path.exists() and (self.store or self.home.events_db.exists()):
+        if self.store and self.store_has_no_log():  # no DDL for a read: a misspelt schema is not made
+            self.warn(f"{self.store_shown()} holds no log yet; answering as for an empty log (nothing is created)")
+            self.store = None
+        elif self.home.path.exists():
             return
-        what = "from the store with views built aside" if self.store else "as for an empty log"
-        if self.home.path.exists():  # a directory, but not a home: no log of its own in it
-            self.warn(f"{self.home.path} holds no event log (events.db); answering {what} (nothing is written)")
         else:
+            what = "from the store with views built aside" if self.store else "as for an empty log"
             self.warn(f"home {self.home.path} does not exist; answering {what} (nothing is written)")
         self.scratch = Path(tempfile.mkdtemp(prefix="rollouts-read-"))
         self.home = Home(self.scratch / "home")
+
+    def store_has_no_log(self) -> bool:
+        from adapters.eventstore import store_has_no_log
+
+        return self.store is not None and store_has_no_log(self.store)
+
+    def store_shown(self) -> str:
+        from adapters.store_url import parse_store
+
+        return parse_store(self.store).redacted() if self.store else str(self.home.events_db)
 
     @cached_property
     def app(self) -> RolloutsApp:
@@ -113,7 +124,8 @@ class State:
         return new_meta(self.actor, **extra)
 
     def log_problem(self, recorder: Any) -> str | None:
-        """Why this home must not act on the store's log (another log, or one that went back), if it must not."""
+        """Why this home must not act on the store's log (another log, one that went back, or one whose
+        history to the position seen changed: binding.Binding.problem), if it must not."""
         from adapters import binding
 
         if self.accept_any_log:
@@ -191,9 +203,11 @@ def pass_log_reader(f: Callable[..., Any]) -> Callable[..., Any]:
     verified "ok" or an empty export of a mistyped home would pass for a real one): NotFound."""
 
     def log_only(state: State, *args: Any, **kwargs: Any) -> Any:
-        if not state.store and state.scratch is None and not state.home.events_db.exists():
-            from domain.errors import NotFound
+        from domain.errors import NotFound
 
+        if state.scratch is None and state.store_has_no_log():
+            raise NotFound(f"{state.store_shown()} holds no log: there is no log to read (give --home or --store)")
+        if not state.store and state.scratch is None and not state.home.events_db.exists():
             where = "holds no event log (events.db)" if state.home.path.exists() else "does not exist"
             raise NotFound(f"home {state.home.path} {where}: there is no log to read (give --home or --store)")
         state.reading()
