@@ -4,7 +4,7 @@ and the log's chain hash at that position.
 The views in projections/ and the deployers in runtime/ were made from one log. Pointed at
 another log, at one whose head is below a position this home has already seen (a backup put
 back, a truncated or emptied log), or at one whose history up to that position is not the one
-seen (a copy of the log that went another way, an event edited or its hash removed), the home must
+seen (a copy of the log that went another way, its chain hashes rewritten or removed), the home must
 not go on as if nothing happened: commands that write or reconcile refuse, and `rollouts home
 rebind` is the audited way to accept the log as it is.
 """
@@ -53,8 +53,8 @@ class Binding:
             return (
                 f"the log's history changed: home {home} has seen position {self.seen} of log {self.log_id} with"
                 f" hash {self.hash}, but the log now has {found or 'no hash'} there (a copy of the log that went"
-                " another way put back, or an event edited?); run 'rollouts log verify', then 'rollouts home"
-                " rebind' to accept the log as it is now"
+                " another way put back, or its chain hashes rewritten or removed?); run 'rollouts log verify',"
+                " then 'rollouts home rebind' to accept the log as it is now"
             )
         return None
 

@@ -26,9 +26,10 @@ def rebind(state: State) -> None:
     """Bind this home to the store's log as it is now, and rebuild its views.
 
     A home's views and deployers were made from one log. When the store holds
-    another log (another --store or schema, a replaced events.db) or the log
-    went back (a backup put back, a truncated tail), commands that write or
-    reconcile refuse with exit 5. After checking the log (`rollouts log
+    another log (another --store or schema, a replaced events.db), the log
+    went back (a backup put back, a truncated tail), or its history to the
+    position the home saw changed (a copy that went another way), commands
+    that write or reconcile refuse with exit 5. After checking the log (`rollouts log
     verify`), this records who rebound the home from which log and position
     to which (an event in the log), drops the views and rebuilds them.
     Deployers the runtime holds that no claim of this log made are never

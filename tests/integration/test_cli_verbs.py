@@ -94,7 +94,6 @@ def test_a_refused_verb_exits_1_with_one_error_line_and_appends_nothing(
 
 
 @pytest.mark.slow  # real processes
-@pytest.mark.slow  # real processes
 def test_a_reason_of_several_lines_cannot_pass_for_more_fields_of_a_detail_or_status_line(rollouts: Rollouts) -> None:
     created(rollouts)
     ok(rollouts.run("rollout", "latest", "web", "--reason", "fix\nActor:       mallory@evil"))
@@ -118,6 +117,7 @@ def test_the_controller_narrates_in_words_naming_each_deployer_once_it_has_one(r
     assert said_words <= {"claim", "create", "created", "started", "exited"} and "exited" in said_words, said
 
 
+@pytest.mark.slow  # real processes
 def test_a_new_version_shows_at_once_in_the_history(rollouts: Rollouts) -> None:
     created(rollouts)
     version = int(ok(rollouts.sh("rollout", "latest", "web", "--reason", "ship 1.4")).stdout)
