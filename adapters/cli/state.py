@@ -199,8 +199,9 @@ def pass_reader(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def pass_log_reader(f: Callable[..., Any]) -> Callable[..., Any]:
     """`pass_reader` for a command whose answer is about the log itself (`log verify`, `log export`):
-    on a missing home with the default store there is no log, and no answer as for an empty one (a
-    verified "ok" or an empty export of a mistyped home would pass for a real one): NotFound."""
+    where there is no log (a missing home or one without events.db with the default store, a PostgreSQL
+    store with none) there is no answer as for an empty one (a verified "ok" or an empty export of a
+    mistyped home would pass for a real one): NotFound."""
 
     def log_only(state: State, *args: Any, **kwargs: Any) -> Any:
         from domain.errors import NotFound

@@ -44,7 +44,7 @@ Log = Callable[[str], None]
 
 
 class PassCutShort(Exception):
-    """A single pass committed events, then the disk failed it: done, though not all of it."""
+    """A single pass committed events, then the disk or the store failed it: done, though not all of it."""
 
 
 # How the narration names each kind of action: what the controller did, in the words of `deployers list`
