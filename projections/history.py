@@ -75,15 +75,17 @@ KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings"
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
-def spec_text(spec: dict[str, Any]) -> str:
-    """The JSON text a row keeps of a spec: compact, by orjson (a rebuild writes one per deployment);
-    by json what orjson does not write (integers past 64 bits, lone surrogates) or writes otherwise
-    than the log holds it (orjson writes NaN and infinities as null)."""
+def spec_text(spec: dict[str, Any], document: str) -> str:
+    """The JSON text a row keeps of a spec, read from the event `document` (the text the log stores):
+    compact, by orjson (a rebuild writes one per deployment); by json what orjson does not write
+    (integers past 64 bits, lone surrogates) or writes otherwise than the log holds it (orjson writes
+    NaN and infinities as null: looked for only when the document has such a token, most specs have
+    a null)."""
     try:
         text = orjson.dumps(spec)
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(spec)
-    if b"null" in text and _non_finite(spec):
+    if b"null" in text and ("NaN" in document or "Infinity" in document) and _non_finite(spec):
         return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
     return text.decode()
 
@@ -190,7 +192,7 @@ class HistoryFold(Fold):
                 {
                     "stream": r.stream,
                     "name": r.data["name"],
-                    "spec": spec_text(r.data["spec"]),
+                    "spec": spec_text(r.data["spec"], r.text),
                     "paused": 0,
                     "latest_version": 0,
                     "created_at": r.timestamp,
@@ -204,7 +206,7 @@ class HistoryFold(Fold):
         if row is None:
             return
         if r.type == "SpecChanged":
-            row["spec"] = spec_text(r.data["spec"])
+            row["spec"] = spec_text(r.data["spec"], r.text)
         elif r.type == "RolloutTriggered":
             row["latest_version"] = r.data["revision"]
         else:
@@ -230,7 +232,7 @@ class HistoryFold(Fold):
                     "created_at": r.timestamp,
                     "started_at": None,
                     "finished_at": None,
-                    "spec": spec_text(data["spec"]),
+                    "spec": spec_text(data["spec"], r.text),
                     "needs_approval": 1 if data["spec"].get("require_approval") else 0,
                     "approved_by": None,
                 }

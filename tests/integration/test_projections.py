@@ -844,9 +844,9 @@ def test_history_keeps_every_spec_the_log_holds_whole(odd: dict[str, Any], tmp: 
     """A row's spec is compact JSON written by orjson, and by json where orjson refuses (the log may hold
     what the CLI never writes: an older version's, another writer's)."""
     spec = {**Spec(command=["true"], env={"K": "v"}).to_data(), **odd}
-    registered = Record(
-        1, "00000000-0000-0000-0000-000000000001", 1, "config", "Registered", "t", {"name": "web", "spec": spec}
-    )
+    data = {"name": "web", "spec": spec}
+    stream = "00000000-0000-0000-0000-000000000001"
+    registered = Record(1, stream, 1, "config", "Registered", "t", data, json.dumps(data))  # as the log holds it
     db = sqlite_utils.Database(tmp / "history.db")
     History().create(db)
     History().apply(db, [registered])
