@@ -58,9 +58,13 @@ class State:
         self.home = Home(self.scratch / "home")
 
     def store_has_no_log(self) -> bool:
-        from adapters.eventstore import store_has_no_log
+        """Whether the PostgreSQL store holds no log (asked of the server once: reading() and
+        pass_log_reader both want it)."""
+        if "_no_log" not in self.__dict__:
+            from adapters.eventstore import store_has_no_log
 
-        return self.store is not None and store_has_no_log(self.store)
+            self._no_log = self.store is not None and store_has_no_log(self.store)
+        return self._no_log
 
     def store_shown(self) -> str:
         from adapters.store_url import parse_store
@@ -133,8 +137,15 @@ class State:
         if "_problem" not in self.__dict__:
             bound = binding.load(self.home.runtime)
             head = recorder.max_notification_id() or 0
-            self._log = (recorder.log_id(), head, recorder.hash_at(head) if head else None)
-            self._problem = None if bound is None else bound.problem(*self._log[:2], self.home.path, recorder.hash_at)
+            hashes: dict[int, str | None] = {}  # the binding's position is most often the head: one query
+
+            def hash_at(position: int) -> str | None:
+                if position not in hashes:
+                    hashes[position] = recorder.hash_at(position)
+                return hashes[position]
+
+            self._log = (recorder.log_id(), head, hash_at(head) if head else None)
+            self._problem = None if bound is None else bound.problem(*self._log[:2], self.home.path, hash_at)
         return self._problem
 
     def require_bound(self) -> None:
