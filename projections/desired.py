@@ -70,6 +70,9 @@ class DesiredFold(Fold):
         self.table = Table(conn, "open_deployments", COLUMNS, "stream")
         self.freezes = freezes.FreezeTable(conn)
 
+    def from_zero(self) -> None:
+        self.table.from_zero()
+
     def wants(self, kind: str, type_: str) -> bool:
         return kind == "deployment" or freezes.wants(kind, type_)
 

@@ -162,6 +162,10 @@ class HistoryFold(Fold):
         )
         self.freezes = freezes.FreezeTable(conn)
 
+    def from_zero(self) -> None:
+        for table in (self.configs, self.deployments, self.steps, self.endings):
+            table.from_zero()
+
     def wants(self, kind: str, type_: str) -> bool:
         if freezes.wants(kind, type_):
             return True

@@ -43,6 +43,10 @@ class Fold(ABC):
         hand it records whose data is left empty otherwise: type, stream and timestamp are always there)."""
         return True
 
+    def from_zero(self) -> None:  # noqa: B027 - a fold that reads no row back has nothing to do here
+        """The file is new and empty, and only this fold writes it (a rebuild's): a row the fold has not
+        put is not there (see rows.Table.from_zero)."""
+
     @abstractmethod
     def apply(self, records: Sequence[Record]) -> None:
         """Fold `records` (in order, after the tracked position); `flush` sends what is still unwritten."""
@@ -81,7 +85,9 @@ class Projection(ABC):
     def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
         """A fold of all of `source` (to `head` and a little past) into `db`, new and private, written
         through `conn`; `log` is where the rebuild may read the log itself (an SQLite file, a PostgreSQL table)."""
-        return self.fold(conn)
+        fold = self.fold(conn)
+        fold.from_zero()
+        return fold
 
     def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:
         """Fold `records` (all after the tracked position, in order) into the tables."""
