@@ -118,7 +118,6 @@ def _build(
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)
         for name, statements in deferred.items():
-            files.index_cache(dbs[name])
             for statement in statements:
                 dbs[name].execute(statement)
         for p in projections:

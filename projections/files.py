@@ -21,11 +21,6 @@ from domain.errors import StoreProblem
 TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version INTEGER, position INTEGER, log_id TEXT)"
 BUSY_TIMEOUT_S = 120.0
 BUILD_CACHE_KIB = -256 * 1024  # negative: in KiB
-# While a build makes its deferred indexes (build.defer_indexes): SQLite's default cache. Its sorter keeps
-# this much in memory and merges runs spilled to temporary files, in the OS's temporary folder: at 1M
-# events the audit view's four indexes took 1.7-2.1 s so, against 2.5-3.6 s with the build's cache and
-# temporary storage in memory (a 1M rebuild's audit, the longest of its two halves: ~0.9 s less).
-INDEX_CACHE_KIB = -2000
 BUILD_LOCK = "build.lock"  # lock 2's file (see projections.locks): never a view, never removed
 
 _builds_held: dict[tuple[Path, int], int] = {}  # (folder, thread) holding a build lock, and how deep
@@ -83,8 +78,7 @@ def snapshot(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
 
 
 def create_unjournaled(path: Path, page_size: int) -> sqlite_utils.Database:
-    """A new file to fill from zero before anyone may open it: no journal, no syncs, a big cache
-    (`index_cache` makes it small again for the indexes).
+    """A new file to fill from zero before anyone may open it: no journal, no syncs, a big cache.
 
     A crash leaves a broken file, but nobody reads it: the catalog points to it only after
     `seal`. The connection takes URI names (to attach the log read-only)."""
@@ -93,16 +87,11 @@ def create_unjournaled(path: Path, page_size: int) -> sqlite_utils.Database:
         path.resolve().as_uri(), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
     pragmas = (f"page_size={int(page_size)}", "journal_mode=OFF", "synchronous=OFF", f"cache_size={BUILD_CACHE_KIB}")
-    for pragma in pragmas:
+    for pragma in (*pragmas, "temp_store=MEMORY"):
         conn.execute(f"PRAGMA {pragma}")
     db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(TRACKING)
     return db
-
-
-def index_cache(db: sqlite_utils.Database) -> None:
-    """Before a build makes the indexes it deferred: see INDEX_CACHE_KIB."""
-    db.execute(f"PRAGMA cache_size = {INDEX_CACHE_KIB}")
 
 
 def seal(db: sqlite_utils.Database, path: Path) -> None:
