@@ -25,10 +25,13 @@ Row = tuple[Any, ...]
 RowOf = Callable[[Record, str | None, int | None], Row]
 CHUNK = 100_000  # positions per statement: a failed build stops after the current one
 
+# The two looked up for every row WITHOUT ROWID: one search of one b-tree each, not of an index and then
+# the table (the rows of 1M events: 4.0-4.15 s against 4.2-4.3 s, three pairs interleaved)
 TEMP = (
-    "CREATE TEMP TABLE audit_topics (topic TEXT PRIMARY KEY, type TEXT)",
+    "CREATE TEMP TABLE audit_topics (topic TEXT PRIMARY KEY, type TEXT) WITHOUT ROWID",
     # the log's originator ids as stored -> stream (dashed), kind, config, version
-    "CREATE TEMP TABLE audit_ids (raw TEXT PRIMARY KEY, stream TEXT, kind TEXT, config TEXT, version INTEGER)",
+    "CREATE TEMP TABLE audit_ids (raw TEXT PRIMARY KEY, stream TEXT, kind TEXT, config TEXT, version INTEGER)"
+    " WITHOUT ROWID",
     "CREATE TEMP TABLE audit_odd (position INTEGER PRIMARY KEY)",  # rows Python makes at the end
 )
 HEX = "replace(e.originator_id, '-', '')"
