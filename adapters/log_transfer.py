@@ -13,7 +13,8 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -21,8 +22,9 @@ import orjson
 from eventsourcing.persistence import StoredEvent
 
 from adapters import chain
-from adapters.recorders import PARALLEL_FROM, HashedRow, StoreNotEmpty, sqlite_hashed
+from adapters.recorders import PARALLEL_FROM, HashedRow, Imported, StoreNotEmpty, sqlite_hashed
 from domain.errors import DomainError
+from domain.event_types import event_topics
 from projections.records import UndecodableEvent, topic_parts
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
@@ -126,9 +128,14 @@ class Checked:
     """What the lines read so far hold, each one checked."""
 
     events: int = 0
+    unchained: int = 0  # events with no hash: their log held them before its chain began
     head: int = 0
     head_hash: str = chain.ZERO
     log_id: str | None = None
+    versions: dict[str, int] = field(default_factory=dict)  # each stream's last version so far
+
+
+LARGEST = 2**63 - 1  # a position or a version: what both stores keep
 
 
 def load(
@@ -139,10 +146,11 @@ def load(
     The recorder chains the events as it inserts them; the log keeps the id it was exported with."""
     found = Checked()
 
-    def batches() -> Iterator[list[StoredEvent]]:
-        pending: list[StoredEvent] = []
+    def batches() -> Iterator[list[Imported]]:
+        pending: list[Imported] = []
         for event in checked(lines, found):
-            pending.append(StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"]))
+            stored = StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"])
+            pending.append(Imported(event["position"], stored, event["hash"] is not None))
             if len(pending) == batch:
                 yield pending
                 progress(len(pending))
@@ -166,15 +174,25 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
     chained = False
     for number, event in enumerate(parse(lines), start=1):
         where = f"line {number} (position {event['position']})"
-        if event["position"] <= found.head:
-            raise ImportRefused(f"{where}: positions must increase")
+        if not found.head < event["position"] <= LARGEST:
+            raise ImportRefused(f"{where}: positions must increase (up to 2**63-1)")
         if found.events and event.get("log_id") != found.log_id:
             raise ImportRefused(f"{where}: another log id than the lines before it")
+        stream, version = event["stream"], event["stream_version"]
+        if not found.versions.get(stream, 0) < version <= LARGEST:
+            raise ImportRefused(f"{where}: stream {stream}'s versions must increase, from 1 (up to 2**63-1)")
         text, topic = event["state"], event["topic"]
-        expected = readable(topic, text)
-        for field, value in expected.items():
-            if event.get(field) != value:
-                raise ImportRefused(f"{where}: {field} differs from what the stored record says")
+        if topic not in event_topics():
+            raise ImportRefused(f"{where}: {topic!r} is not a topic of this program's events")
+        try:
+            expected = readable(topic, text)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ImportRefused(f"{where}: the stored record is not an event document ({error})") from None
+        if not _aware(expected["timestamp"]):
+            raise ImportRefused(f"{where}: the timestamp is not a time with its UTC offset")
+        for name, value in expected.items():
+            if event.get(name) != value:
+                raise ImportRefused(f"{where}: {name} differs from what the stored record says")
         event["state"] = text.encode()
         computed = chain.link(found.head_hash, event["stream"], event["stream_version"], topic, event["state"])
         if event["hash"] is None and chained:
@@ -183,20 +201,46 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
             raise ImportRefused(f"{where}: the hash does not chain: this line or one before it was changed")
         chained = chained or event["hash"] is not None
         found.events += 1
+        found.unchained += event["hash"] is None
         found.head, found.head_hash, found.log_id = event["position"], computed, event.get("log_id")
+        found.versions[stream] = version
         yield event
 
 
+def _aware(stamp: object) -> bool:
+    """Whether `stamp` is an ISO time with its offset (as every event is stamped: the views compare them)."""
+    try:
+        return isinstance(stamp, str) and datetime.fromisoformat(stamp).tzinfo is not None
+    except ValueError:
+        return False
+
+
 def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(lines, start=1):
+    for number, line in _numbered(lines):
         if not line.strip():
             continue
         try:
             event = orjson.loads(line)
             event["position"], event["stream_version"] = int(event["position"]), int(event["stream_version"])
-            UUID(event["stream"])
+            if str(UUID(event["stream"])) != event["stream"]:
+                raise ValueError("a stream id is written as export writes it: lower-case, dashed")
             if not isinstance(event["state"], str) or not isinstance(event["topic"], str):
                 raise TypeError("state and topic must be text")
         except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as error:
             raise ImportRefused(f"line {number}: not an exported event ({error})") from None
         yield event
+
+
+def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """`lines` numbered from 1; ImportRefused at one that is not text (a file read as UTF-8)."""
+    found = iter(lines)
+    number = 0
+    while True:
+        number += 1
+        try:
+            line = next(found)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as error:
+            raise ImportRefused(f"line {number}: not UTF-8 text ({error.reason})") from None
+        yield number, line

@@ -23,8 +23,10 @@ from adapters.recorders import (
     LOG_TABLE,
     Guards,
     HashedRow,
+    Imported,
     Row,
     StoreNotEmpty,
+    chained_part,
     check_guards,
     first_value,
     merge,
@@ -154,17 +156,32 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
         curs.executemany(self._sql_hashes, rows)
 
-    def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
-        """As on SQLite: one transaction, under the library's table lock from the first batch on."""
+    def import_events(self, batches: Iterable[Sequence[Imported]], log_id: Callable[[], str | None]) -> int:
+        """As on SQLite: one transaction, under the library's table lock from the first batch on; the
+        sequence of positions then goes on after the last imported."""
         count = 0
+        insert = SQL(
+            "INSERT INTO {0} (notification_id, originator_id, originator_version, topic, state)"
+            " VALUES (%s, %s, %s, %s, %s)"
+        ).format(self._events)
         with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
             self._lock_table(curs)
             curs.execute(SQL("SELECT max(notification_id) AS head FROM {0}").format(self._events))
             if head := curs.fetchone()["head"]:
                 raise StoreNotEmpty(head)
+            last = None
             for batch in batches:
-                self._append(conn, batch, (), lambda: None)  # not pipelined: each statement has answered
+                rows = [(p, e.originator_id, e.originator_version, e.topic, e.state) for p, e, _ in batch]
+                curs.executemany(insert, rows)
+                ids, events = chained_part(batch)
+                if ids:
+                    curs.execute(self._sql_last)
+                    self._chain(conn, ids, events, curs.fetchone())
                 count += len(batch)
+                last = batch[-1].position if batch else last
+            if last is not None:
+                table = f"{self.datastore.schema}.{self.events_table_name}"
+                curs.execute("SELECT setval(pg_get_serial_sequence(%s, 'notification_id'), %s)", (table, last))
             if adopted := log_id():
                 curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (adopted,))
         return count

@@ -50,6 +50,20 @@ def check_guards(found: Sequence[tuple[UUID, int | None]], guards: Guards) -> No
 HashedRow = tuple[int, Any, int, str, bytes, str | None]  # position, stream, version, topic, state, hash
 
 
+class Imported(NamedTuple):
+    """An event of an imported log: where it stood in its log, and whether it was chained there."""
+
+    position: int
+    event: StoredEvent
+    chained: bool
+
+
+def chained_part(batch: Sequence[Imported]) -> tuple[list[int], list[StoredEvent]]:
+    """The positions and events of `batch` that their log chained (the others came before its chain)."""
+    found = [(i.position, i.event) for i in batch if i.chained]
+    return [p for p, _ in found], [e for _, e in found]
+
+
 class StoreNotEmpty(Exception):
     """An import's target already holds events (nothing was written)."""
 
@@ -118,16 +132,25 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         rows = zip(ids, chain.hashes_after(previous, records), strict=True)
         c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", list(rows))
 
-    def import_events(self, batches: Iterable[Sequence[StoredEvent]], log_id: Callable[[], str | None]) -> int:
-        """Insert every batch, chained, and then adopt `log_id()`, in ONE transaction on an empty store:
-        an exception from `batches` (a line that does not hold) leaves the store as it was."""
+    def import_events(self, batches: Iterable[Sequence[Imported]], log_id: Callable[[], str | None]) -> int:
+        """Insert every batch at the positions it had, chaining what was chained, and then adopt `log_id()`,
+        in ONE transaction on an empty store: an exception from `batches` (a line that does not hold) leaves
+        the store as it was. (Events name positions: a delivered notification's, a sink's start.)"""
         count = 0
+        insert = (
+            f"INSERT INTO {self.events_table_name} (rowid, originator_id, originator_version, topic, state)"
+            " VALUES (?, ?, ?, ?, ?)"
+        )
         with self.datastore.transaction(commit=True) as c:
             c.execute(f"SELECT max(rowid) FROM {self.events_table_name}")
             if head := c.fetchone()[0]:
                 raise StoreNotEmpty(head)
             for batch in batches:
-                self._insert_events(c, batch)
+                rows = [(p, e.originator_id.hex, e.originator_version, e.topic, e.state) for p, e, _ in batch]
+                c.executemany(insert, rows)
+                ids, events = chained_part(batch)
+                if ids:
+                    self._chain(c, ids, events)
                 count += len(batch)
             if adopted := log_id():
                 c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (adopted,))

@@ -123,10 +123,12 @@ def import_(state: State, source: Any) -> None:
     Every line is checked as it is read, in one transaction: its hash must
     chain from the line before it and its readable fields must say what its
     stored record says. Any change refuses the whole file (exit 1) and
-    nothing is written. The new store
-    keeps the log's id, order, streams, versions, data, metadata and hashes:
-    `rollouts log verify` prints the same head hash on both. This is how a
-    SQLite log moves to PostgreSQL.
+    nothing is written; so is a file whose events this program cannot read
+    (a time without its offset, a topic of no event of ours). The new store
+    keeps the log's id, positions, order, streams, versions, data, metadata
+    and hashes (events the old log held before its chain stay unchained):
+    `rollouts log verify` prints the same head on both. This is how a SQLite
+    log moves to PostgreSQL.
 
     \b
     Example:
@@ -137,7 +139,8 @@ def import_(state: State, source: Any) -> None:
 
     with _progress(_size(source), "importing", least=4_000_000) as step:  # bytes: ~10,000 lines
         found = load(state.app.recorder, _reported(source, step))
-    click.echo(f"imported {found.events} events, head {found.head} {found.head_hash}, log {found.log_id}")
+    before = f" ({found.unchained} written before the chain)" if found.unchained else ""
+    click.echo(f"imported {found.events} events{before}, head {found.head} {found.head_hash}, log {found.log_id}")
 
 
 def _size(source: Any) -> int:
