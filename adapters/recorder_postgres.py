@@ -180,7 +180,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 count += len(batch)
                 last = batch[-1].position if batch else last
             if last is not None:
-                table = f"{self.datastore.schema}.{self.events_table_name}"
+                table = self._events.as_string(conn)  # quoted as the schema's name may need
                 curs.execute("SELECT setval(pg_get_serial_sequence(%s, 'notification_id'), %s)", (table, last))
             if adopted := log_id():
                 curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (adopted,))
