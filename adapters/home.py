@@ -9,12 +9,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from domain.errors import StoreProblem
+
+
+class HomeNotOurs(StoreProblem):
+    """The home, or a folder of it, belongs to another account (the CLI exits 5)."""
+
 
 class Home:
     """`--home DIR`: events.db, projections/ and runtime/, all private to the user.
 
     A home this creates is 0700. An existing directory keeps its mode and owner (a shared
-    1777 folder stays one): `warn` is told when group or others may write it."""
+    1777 folder stays one): `warn` is told when group or others may write it. A home, or a folder
+    of it, that another account owns is refused (HomeNotOurs): its owner could put a link where a
+    file of the home goes, and this account would write, or show, what it points to."""
 
     def __init__(self, path: str | os.PathLike[str], warn: Callable[[str], None] | None = None) -> None:
         self.path = Path(path).absolute()
@@ -34,10 +42,16 @@ class Home:
         return self.path / "runtime"
 
     def ensure(self) -> Home:
+        if not self._checked:
+            ours(self.path, follow=True)  # (the path given may be a link: where it leads is the home)
         for folder in (self.path, self.projections, self.runtime):
             private_dir(folder)
-        if not self._checked and self.warn:
-            self._checked = True
+        if self._checked:
+            return self
+        self._checked = True
+        for folder in (self.projections, self.runtime, self.runtime / "logs"):
+            ours(folder, follow=False)
+        if self.warn:
             mode = self.path.stat().st_mode
             if mode & 0o022:
                 self.warn(
@@ -59,6 +73,22 @@ class Home:
             os.close(fd)
 
 
+def ours(path: Path, follow: bool) -> None:
+    """HomeNotOurs unless `path` (when there: a link, where it leads) and, unless `follow`, the link
+    itself belong to this process's account."""
+    me = os.geteuid()
+    try:
+        found = [os.stat(path)] if follow else [os.lstat(path), os.stat(path)]
+    except FileNotFoundError:
+        return
+    for st in found:
+        if st.st_uid != me:
+            raise HomeNotOurs(
+                f"{path} belongs to uid {st.st_uid}, not to this account (uid {me}): its owner could link"
+                " the home's files anywhere; run rollouts as that account"
+            )
+
+
 def private_dir(path: Path) -> None:
     """Create `path` 0700 when missing; an existing directory's mode and owner are left as they are."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -70,6 +100,7 @@ def private_file(path: Path) -> None:
     An existing file is never opened here: closing a descriptor of a database file would
     drop the POSIX locks this process's SQLite connections hold on it.
     """
+    ours(path, follow=False)  # a link this account made may lead elsewhere; one another made, not
     if not path.exists():
         with contextlib.suppress(FileExistsError):
             os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))

@@ -127,6 +127,40 @@ def test_a_read_on_a_missing_home_answers_from_a_postgresql_store_as_it_is(
     assert not home.exists() and list(scratch_tmp.iterdir()) == []
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a home to another account: needs root (CI runs as root)")
+@pytest.mark.parametrize("foreign", ["home", "runtime/logs", "projections"])
+def test_a_home_another_account_owns_is_refused_and_nothing_outside_it_is_touched(
+    rollouts: Rollouts, tmp_path: Path, foreign: str
+) -> None:
+    """Its owner could link the home's files anywhere: a deployer's log to a file of ours, which the
+    controller would append to and `logs` print; its runtime.db to any database, which would be changed
+    and made 0600."""
+    victim = tmp_path / "victim"
+    victim.write_text("ours alone\n")
+    victim.chmod(0o600)
+    home = tmp_path / "lent"
+    (home / "runtime" / "logs").mkdir(parents=True)
+    (home / "projections").mkdir()
+    (home / "runtime" / "logs" / "web-1-deploy-1.log").symlink_to(victim)
+    (home / "runtime" / "runtime.db").symlink_to(victim)
+    nobody = 65534
+    lent = home if foreign == "home" else home / foreign
+    for path in [lent, *lent.rglob("*")]:
+        os.chown(path, nobody, nobody, follow_symlinks=False)
+    for args in (
+        ("config", "create", "web", "--", "sh", "-c", "echo PWNED"),
+        ("rollout", "latest", "web"),
+        ("controller", "run", "--until-idle", "--timeout", "20", "-q"),
+        ("logs", "web"),
+        ("config", "list"),
+    ):
+        result = rollouts.sh("--home", str(home), *args)
+        assert result.exit_code == 5, result
+        assert result.stderr.startswith("error: ") and "belongs to uid 65534" in result.stderr, result.stderr
+        assert "ours alone" not in result.stdout
+    assert victim.read_text() == "ours alone\n" and mode(victim) == 0o600
+
+
 @pytest.mark.parametrize(("folder_mode", "warns"), [(0o1777, True), (0o770, True), (0o755, False)])
 def test_an_existing_directory_keeps_its_mode_and_a_writable_one_is_warned_about(
     rollouts: Rollouts, folder_mode: int, warns: bool
