@@ -143,7 +143,7 @@ class Catalog:
                 # Under the build lock: no build of another process is writing one of these files.
                 with self.build_lock():
                     for stale in folder.glob("*.db*"):
-                        stale.unlink(missing_ok=True)
+                        remove(stale)
                 db, problem = self._open()
             if db is None:
                 raise sqlite3.DatabaseError(f"cannot make a new projections catalog {self.path}: {problem}")
@@ -265,10 +265,15 @@ class Catalog:
         """Delete files of `name` that the catalog does not point to (old or abandoned shadows)."""
         for path in self.folder.glob(f"{name}-*.db*"):
             if Path(str(path).removesuffix("-wal").removesuffix("-shm")) not in keep:
-                if path.is_dir() and not path.is_symlink():  # what was put where a view's file was
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
+                remove(path)
+
+
+def remove(path: Path) -> None:
+    """Delete the file at `path`: a link itself, not what it leads to; a directory put where a file was, whole."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def identity(path: Path) -> tuple[int, int] | None:

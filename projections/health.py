@@ -58,14 +58,14 @@ def broke_a_file(error: BaseException) -> bool:
 
 
 def file_problem(path: Path) -> str | None:
-    """What `stat` shows wrong with a view's file (None when nothing, or when it is gone).
+    """What `stat` shows wrong with a view's file (None when nothing, or when it is gone, link and all).
 
     Never opened here: closing a descriptor of a database file would drop the POSIX locks
     this process's SQLite connections hold on it. SQLite reads the first bytes itself."""
     try:
         st = path.stat()
     except FileNotFoundError:
-        return None
+        return "a link to nothing" if path.is_symlink() else None
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
     return "zero length" if st.st_size == 0 else None

@@ -81,6 +81,17 @@ def catalog_columns(home: Path) -> None:
     conn.close()
 
 
+def catalog_a_directory(home: Path) -> None:
+    a_directory(home / "projections" / "catalog.db")
+
+
+def catalog_a_link_to_nothing(home: Path) -> None:
+    """(Each made every read and rebuild exit 5: IsADirectoryError, FileExistsError.)"""
+    catalog = home / "projections" / "catalog.db"
+    catalog.unlink()
+    catalog.symlink_to(home / "nowhere")
+
+
 def every_view(damage: Callable[[Path], None]) -> Callable[[Path], None]:
     def apply(home: Path) -> None:
         for name in VIEWS:
@@ -97,6 +108,8 @@ CORRUPTIONS = [
     pytest.param(every_view(other_columns), id="schema-other-columns"),
     pytest.param(catalog_bytes, id="catalog-random-bytes"),
     pytest.param(catalog_columns, id="catalog-other-columns"),
+    pytest.param(catalog_a_directory, id="catalog-a-directory"),
+    pytest.param(catalog_a_link_to_nothing, id="catalog-a-link-to-nothing"),
 ]
 # A rebuild never read the old files' tables, only their tracking: a wrong schema never stopped it.
 UNREADABLE = [c for c in CORRUPTIONS if "schema" not in str(c.id)]
