@@ -27,9 +27,9 @@ def check_url(url: str) -> str:
     except ValueError:
         parts, port_ok = None, False
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise BadURL(f"--url: {url[:200]!r} is not an http:// or https:// URL with a host")
+        raise BadURL(f"--url: {shown(url)[:200]!r} is not an http:// or https:// URL with a host")
     if any(c.isspace() for c in url):
-        raise BadURL(f"--url: {url[:200]!r} contains white space")
+        raise BadURL(f"--url: {shown(url)[:200]!r} contains white space")
     return url
 
 

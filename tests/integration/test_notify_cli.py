@@ -42,6 +42,9 @@ def test_a_password_in_a_sink_url_is_shown_as_stars_by_every_read(rollouts: Roll
     events = r.run("events", "-o", "json")
     assert '"url": "https://bot:***@hooks.example.com/x"' in events.stdout
     assert all("hunter2" not in out for out in (listed.stdout, events.stdout, r.run("events").stdout))
+    for bad in ("https://bot:hunter2@hooks.example.com:99999/x", "https://bot:hunter2@hooks.example.com/x y"):
+        refused = r.run("notify", "add", "other", "--url", bad)  # a refused URL's message too
+        assert refused.exit_code == 2 and "bot:***@" in refused.stderr and "hunter2" not in refused.stderr
 
 
 def test_a_sink_lease_has_one_holder_until_it_expires_or_is_released(tmp_path: Path) -> None:
