@@ -123,8 +123,14 @@ def _metrics(state: Any, metrics: Any, params: dict[str, str]) -> Response:
 # -- parameters -----------------------------------------------------------------------------------------
 
 
-def _params(query: str) -> dict[str, str]:
-    """The query's parameters; an empty one counts as not given (as a form sends it)."""
+class Params(dict[str, str]):
+    """A query's parameters with a value; `names`: every one given, empty or not."""
+
+    names: frozenset[str] = frozenset()
+
+
+def _params(query: str) -> Params:
+    """The query's parameters; an empty one counts as not given (as a form sends it), but is named."""
     try:
         parsed = parse_qs(query, keep_blank_values=True, max_num_fields=20)
     except ValueError:
@@ -132,11 +138,13 @@ def _params(query: str) -> dict[str, str]:
     for key, values in parsed.items():
         if len(values) > 1:
             raise BadRequest(f"parameter {key!r} given more than once")
-    return {key: values[0] for key, values in parsed.items() if values[0] != ""}
+    params = Params({key: values[0] for key, values in parsed.items() if values[0] != ""})
+    params.names = frozenset(parsed)
+    return params
 
 
 def _only(params: dict[str, str], known: tuple[str, ...]) -> None:
-    unknown = sorted(set(params) - set(known))
+    unknown = sorted((params.names if isinstance(params, Params) else set(params)) - set(known))
     if unknown:
         raise BadRequest(f"unknown parameter {unknown[0]!r} (known: {', '.join(known) or 'none'})")
 
@@ -149,7 +157,10 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
 
     config = params.get("config")
     if config is not None:
-        config = _name(config)
+        try:
+            validate_name(config)
+        except ValueError:  # a parameter, not a path: bad, not missing
+            raise BadRequest(f"config: {config[:70]!r} is not a config name (a DNS-1123 label)") from None
     version, after, until = _int(params, "version", 1), _int(params, "after", 0), _int(params, "until", 0)
     limit = _int(params, "limit", 1)
     if version is not None and config is None:

@@ -132,6 +132,9 @@ def test_a_missing_config_is_404_with_the_clis_message(server: Server, home: Rol
         "/api/events?type=NoSuchEvent",
         "/api/configs?x=1",
         "/api/configs/web/history?revision=x",
+        "/api/events?config=Bad_Name",  # as `events Bad_Name` exits 2 (was 404)
+        "/api/events?nope",  # named, though empty (was taken)
+        "/api/configs?x=",
     ],
 )
 def test_bad_parameters_are_400_with_a_message(server: Server, target: str) -> None:
