@@ -54,7 +54,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     """
     if once and until_idle:
         raise click.UsageError("--once and --until-idle exclude each other")
-    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id
+    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id, claimant_where
     from adapters.runtime.local import LocalRuntime
     from adapters.runtime.shim import undumpable
 
@@ -92,6 +92,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
             log,
             check_log=lambda: state.check_log(app.recorder),
             notifier=notifier,
+            where=claimant_where(state.home),
         )
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
     except PassCutShort as cut:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import sqlite3
 import threading
 import time
@@ -98,6 +99,13 @@ def claimant_id(home: Home) -> str:
     return found
 
 
+def claimant_where(home: Home) -> str:
+    """Where the controllers of `home` run, as their lease names it: the host, and which file runtime/claimant
+    is (device and inode: a copy of the home is another file; the home moved on its disk keeps it)."""
+    st = os.stat(home.runtime / "claimant")
+    return f"{socket.gethostname()} {st.st_dev}:{st.st_ino}"
+
+
 class Controller:
     def __init__(
         self,
@@ -110,7 +118,9 @@ class Controller:
         log: Log | None = None,
         check_log: Callable[[], None] | None = None,
         notifier: Any = None,
+        where: str | None = None,
     ) -> None:
+        """`where`: claimant_where of the home, which the lease keeps (None: a lease of any home is taken)."""
         self.app = app
         self.notifier = notifier  # adapters.notify.notifier.Notifier: sends in threads of its own, never in a pass
         self.check_log = check_log or (lambda: None)  # raises when the log is no longer the home's
@@ -118,7 +128,7 @@ class Controller:
         self.runtime = runtime
         self.claimant = claimant
         self.executor = Executor(app, runtime, claimant, actor, cwd)
-        self.leases = Leases(app)
+        self.leases = Leases(app, where=where)
         self.log = log or (lambda _: None)
         self.stopping = threading.Event()
         self.twins: Twins | None = None  # the long-running controllers of this home, once run() runs

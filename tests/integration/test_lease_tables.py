@@ -42,3 +42,21 @@ def test_controllers_starting_together_on_a_new_postgres_schema_each_get_their_l
         t.join(60)
     app.close()
     assert failures == []
+
+
+def test_a_lease_table_made_before_lengths_and_holders_gets_them(tmp_path: Path, backend_store) -> None:  # noqa: ANN001
+    """A table of two columns (claimant, renewed_at) from before: its rows' lengths are unknown and judged by
+    this controller's own, as they were; new leases keep theirs."""
+    app = open_app(Home(tmp_path / "home"), backend_store)
+    schema = getattr(app.recorder.datastore, "schema", None)
+    table = f'"{schema}".rollouts_leases' if schema else "rollouts_leases"
+    with app.recorder.datastore.transaction(commit=True) as cursor:
+        cursor.execute(f"CREATE TABLE {table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION)")
+        cursor.execute(f"INSERT INTO {table} VALUES ('gone', 0)")
+    leases = Leases(app, seconds=5, where="host 1:2")
+    assert leases.renew("a" * 32)
+    assert leases.expired() == {"gone"}
+    longer = Leases(app, seconds=600, where="host 3:4")
+    assert longer.renew("b" * 32)
+    assert "b" * 32 not in Leases(app, seconds=0.001).expired()  # judged by its holder's 600 s
+    app.close()

@@ -215,3 +215,66 @@ def test_a_damaged_claimant_file_is_refused_and_no_host_runs_anothers_claim(
     assert not gt.exists(), gt.read_text()
     claims = json.loads(cli(host_a, postgres_url, "events", "--type", "DeployerClaimed", "-o", "json").stdout)
     assert claims == []
+
+
+def wait_for(check, seconds: float = 30) -> bool:  # noqa: ANN001 - a predicate
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_host_with_a_shorter_lease_does_not_end_a_live_hosts_claim(tmp_path: Path, postgres_url: str) -> None:
+    """Each host reads ROLLOUTS_LEASE_SECONDS from its own environment. A host with 3 s ended the claim of a
+    live host with 60 s as Lost; a retry then ran web-1-deploy-2 beside web-1-deploy-1 (audit: ok).
+    A lease keeps its holder's length: the others wait that long."""
+    gt = tmp_path / "gt"
+    host_a, host_b = tmp_path / "a", tmp_path / "b"
+    cli(host_a, postgres_url, "config", "create", "web", "--", "sh", "-c", DEPLOYER.format(gt=gt, s=8))
+    long_lived = controller(host_a, postgres_url, env={"ROLLOUTS_LEASE_SECONDS": "60"})
+    short = None
+    try:
+        assert cli(host_a, postgres_url, "rollout", "latest", "web").returncode == 0
+        assert wait_for(lambda: gt.exists() and "start" in gt.read_text()), "the deployer never started"
+        short = controller(host_b, postgres_url, env={"ROLLOUTS_LEASE_SECONDS": "3"})
+        assert wait_for(lambda: "end web-1-deploy-1" in gt.read_text()), "the deployer never ended"
+        status = cli(host_b, postgres_url, "rollout", "status", "web")
+        assert wait_for(lambda: "Complete" in cli(host_b, postgres_url, "rollout", "status", "web").stdout), status
+    finally:
+        for proc in (long_lived, short):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+    assert set(ground_truth(gt)) == {"web-1-deploy-1"}
+    lost = json.loads(cli(host_a, postgres_url, "events", "--type", "DeployerLost", "-o", "json").stdout)
+    assert lost == []
+
+
+def test_a_copy_of_a_home_is_refused_while_the_home_it_was_copied_from_runs(tmp_path: Path, postgres_url: str) -> None:
+    """A home copied with its runtime/claimant (a second host made from a backup or an image) shared the id:
+    both controllers took every claim for their own and each ran every deployer (audit: ok)."""
+    import shutil
+
+    gt = tmp_path / "gt"
+    host_a, host_b = tmp_path / "a", tmp_path / "b"
+    cli(host_a, postgres_url, "config", "create", "web", "--", "sh", "-c", DEPLOYER.format(gt=gt, s=0))
+    assert cli(host_a, postgres_url, "controller", "run", "--once", "-q").returncode == 0
+    shutil.copytree(host_a, host_b, symlinks=True)
+    original = controller(host_a, postgres_url)
+    try:
+        copy = cli(host_b, postgres_url, "controller", "run", "--once", "-q")
+        assert copy.returncode == 5, copy
+        assert copy.stderr.startswith("error: claimant id ") and "this home was copied from it" in copy.stderr, copy
+        assert cli(host_a, postgres_url, "rollout", "latest", "web").returncode == 0
+        assert wait_for(lambda: gt.exists() and "end web-1-deploy-1" in gt.read_text())
+        assert cli(host_b, postgres_url, "controller", "run", "--once", "-q").returncode == 5
+        # Given an id of its own, the copy is a host like any other.
+        (host_b / "runtime" / "claimant").unlink()
+        assert cli(host_b, postgres_url, "controller", "run", "--once", "-q").returncode == 0
+    finally:
+        original.terminate()
+        original.wait(timeout=30)
+    assert set(ground_truth(gt)) == {"web-1-deploy-1"}
+    assert_each_started_once_and_no_overlap(ground_truth(gt), time.time())
