@@ -42,9 +42,12 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     deployments, creates deployers for committed claims, turns what the
     runtime reports into events and stops deployers that must not run.
     Running deployers outlive the controller; the next one picks them up.
-    Without --once it also sends notifications to the sinks of `rollouts
-    notify add`, in threads of its own; --until-idle waits for them too,
-    unless a sink is failing.
+    On a PostgreSQL store only for half a lease (ROLLOUTS_LEASE_SECONDS,
+    30 s): then their shims stop them, so that other hosts may end the
+    claims; there --interval must be below a quarter of the lease. Without
+    --once it also sends notifications to the sinks of `rollouts notify add`,
+    in threads of its own; --until-idle waits for them too, unless a sink is
+    failing.
 
     \b
     Example:
@@ -54,6 +57,14 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     """
     if once and until_idle:
         raise click.UsageError("--once and --until-idle exclude each other")
+    from adapters.leases import lease_seconds
+
+    if state.store and not once and interval >= lease_seconds() / 4:  # a heartbeat each pass, read at L/2
+        raise click.BadParameter(
+            f"{interval:g} s is not below a quarter of the lease ({lease_seconds():g} s, ROLLOUTS_LEASE_SECONDS):"
+            " shims would stop running deployers between passes",
+            param_hint="'--interval'",
+        )
     from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id, claimant_where
     from adapters.runtime.local import LocalRuntime
     from adapters.runtime.shim import undumpable
@@ -63,8 +74,6 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     def log(text: str) -> None:
         if not quiet:
             click.echo(f"{datetime.now(UTC):%H:%M:%S} {text}", err=True)
-
-    from adapters.leases import lease_seconds
 
     state.cache_kib = SQLITE_CACHE_KIB
     app = state.app

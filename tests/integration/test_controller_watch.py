@@ -113,6 +113,9 @@ def test_a_controller_on_postgres_wakes_on_a_new_event_before_its_interval(rollo
     import time
 
     rollouts.env["ROLLOUTS_STORE"] = rollouts.store = postgres_url
+    refused = rollouts.sh("controller", "run", "--interval", "20", "-q")  # shims would stop deployers between passes
+    assert refused.exit_code == 2 and "not below a quarter of the lease (30 s" in refused.stderr, refused
+    rollouts.env["ROLLOUTS_LEASE_SECONDS"] = "100"
     marker = tmp_path / "ran"
     assert rollouts.sh("config", "create", "web", "--", "sh", "-c", f"date +%s.%N > {marker}").exit_code == 0
     controller = rollouts.popen("controller", "run", "--interval", "20", "-q")
