@@ -49,6 +49,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._events = SQL("{0}.{1}").format(schema, Identifier(self.events_table_name))
         # A save's statements as text, rendered once: a composed one costs its rendering at every execute.
         self._sql_lock = [statement.as_string(None) for statement in self.lock_table_statements]
+        # The library names the channel after the table alone, and a channel is the database's: stores in
+        # other schemas of one database woke each other's controllers. Ours names the schema too.
+        self.channel_name = f"{self.datastore.schema}_{self.channel_name}"
         self._sql_notify = _text("NOTIFY {0}", Identifier(self.channel_name))
         self._sql_insert = self.insert_events_statement.as_string(None)
         self._sql_last = _text("SELECT position, hash FROM {0} ORDER BY position DESC LIMIT 1", self._chain_table)

@@ -177,6 +177,7 @@ class _Listener:
         """LISTEN on the recorder's channel; None for logs that have none, or when it cannot be had."""
         import psycopg
         from eventsourcing.postgres import PostgresApplicationRecorder
+        from psycopg.sql import SQL, Identifier
 
         if not isinstance(recorder, PostgresApplicationRecorder):
             return None
@@ -184,7 +185,7 @@ class _Listener:
         settings = {k: v for k, v in pool.kwargs.items() if k != "row_factory"}
         try:
             conn = psycopg.connect(pool.conninfo, **settings, autocommit=True)
-            conn.execute(f'LISTEN "{recorder.channel_name}"')
+            conn.execute(SQL("LISTEN {0}").format(Identifier(recorder.channel_name)))
         except psycopg.Error:
             return None
         return cls(conn)

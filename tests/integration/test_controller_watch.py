@@ -155,3 +155,29 @@ def test_on_postgres_a_notification_before_the_mark_is_forgotten(postgres_url: s
         watch.close()
         runtime.close()
         app.close()
+
+
+def test_on_postgres_a_store_in_another_schema_does_not_wake_the_controller(postgres_url: str, tmp_path: Path) -> None:
+    """A channel is the database's: named after the table alone (the library's), every store in the
+    database woke every controller (and this module's tests, run side by side, each other's waits)."""
+    import psycopg
+
+    other_schema = f"{postgres_url.rsplit('=', 1)[1]}_other"
+    home, elsewhere = Home(tmp_path / "home").ensure(), Home(tmp_path / "elsewhere").ensure()
+    app = open_app(home, postgres_url)
+    other = open_app(elsewhere, f"{postgres_url}_other")
+    runtime = LocalRuntime(home.path)
+    watch = Watch(app, runtime, interval=10.0)
+    try:
+        watch.mark()
+        took, early = waited(watch, 0.6, lambda: other.create_config("web", Spec(command=["true"]), new_meta("t")))
+        assert not early and took >= 0.6
+        took, early = waited(watch, 5.0, lambda: app.create_config("web", Spec(command=["true"]), new_meta("t")))
+        assert early and took < 2.0
+    finally:
+        watch.close()
+        runtime.close()
+        app.close()
+        other.close()
+        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other_schema}" CASCADE')
