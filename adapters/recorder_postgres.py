@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import InterfaceError, OperationalError, ProgrammingError, StoredEvent
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, ProgrammingError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.pq import TransactionStatus
@@ -68,6 +68,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             self._events,
             self._chain_table,
         )
+        self._sql_committed = _text(
+            "SELECT originator_id, originator_version, topic, state, notification_id FROM {0}"
+            " WHERE (originator_id, originator_version) IN (SELECT * FROM unnest(%s::uuid[], %s::bigint[]))",
+            self._events,
+        )
         self._sql_after: dict[str | None, str] = {}  # events_after's statement, by snapshots table
         self.sql_create_statements.append(
             SQL("CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, hash text NOT NULL)").format(
@@ -86,24 +91,57 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             with self.datastore.transaction(commit=True) as curs:
                 curs.execute(SQL("INSERT INTO {0} VALUES (%s, now())").format(self._log_table), (uuid.uuid4().hex,))
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's insert_events
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """The library's save (lock, notify, insert), chained, in two round trips, not five: all up to
         the insert in one, the hashes and the commit in the other (the library nests a transaction in
-        its pipeline, and each level syncs)."""
+        its pipeline, and each level syncs).
+
+        Retried on a lost connection as the library's is; but a connection lost after the COMMIT went
+        out may have lost only its answer: each retry first looks for the events, and takes them for
+        saved when they are there as sent (retried blindly, the insert met its own rows: the command
+        was refused, or decided again, though its first decision was committed)."""
         if not stored_events:
             return None
+        return self._insert_retried(stored_events, kwargs.get("guards") or (), [])
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's insert_events
+    def _insert_retried(self, stored_events: Sequence[StoredEvent], guards: Guards, tries: list[None]) -> list[int]:
+        if tries:
+            found = self._committed(stored_events)
+            if found is not None:
+                return found
+        tries.append(None)
         with self.datastore.get_connection() as conn:
             try:
-                with conn.pipeline() as pipeline:
-                    conn.execute("BEGIN")
-                    ids = self._append(conn, stored_events, kwargs.get("guards") or (), pipeline.sync)
-                    conn.execute("COMMIT")
+                return self._send(conn, stored_events, guards)
             except BaseException:
                 if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
                     conn.execute("ROLLBACK")  # nothing of it is committed; the connection goes back clean
                 raise
+
+    def _send(self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards) -> list[int]:
+        with conn.pipeline() as pipeline:
+            conn.execute("BEGIN")
+            ids = self._append(conn, stored_events, guards, pipeline.sync)
+            conn.execute("COMMIT")
         return ids
+
+    def _committed(self, stored_events: Sequence[StoredEvent]) -> list[int] | None:
+        """The positions of `stored_events` when the log holds them as sent (None: it holds none of them);
+        IntegrityError when it holds others at their versions (another writer's)."""
+        keys = [(s.originator_id, s.originator_version) for s in stored_events]
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._sql_committed, ([k[0] for k in keys], [k[1] for k in keys]))
+            rows = {(r["originator_id"], r["originator_version"]): r for r in curs.fetchall()}
+        if not rows:
+            return None
+        found = []
+        for s, key in zip(stored_events, keys, strict=True):
+            row = rows.get(key)
+            if row is None or row["topic"] != s.topic or bytes(row["state"]) != bytes(s.state):
+                raise IntegrityError(f"stream {key[0]} holds another event at version {key[1]}")
+            found.append(row["notification_id"])
+        return found
 
     def _append(
         self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards, sync: Callable[[], None]

@@ -40,3 +40,37 @@ def test_a_save_that_lost_a_race_appends_nothing_and_the_next_save_is_chained(
     finally:
         app.close()
         rival.close()
+
+
+def test_a_save_whose_commit_answer_was_lost_is_saved_once_and_told_so(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection lost after the COMMIT reached the server (a network blip, a restart at that moment):
+    the library's retry inserted again and met the rows it had committed: `rollout latest` said "revision 2
+    in progress" (exit 1) having made it, `--supersede` made two, `freeze` froze twice. The retry now
+    finds its events saved, and the command goes on as saved."""
+    from eventsourcing.persistence import OperationalError
+
+    from adapters.recorder_postgres import ChainedPostgresRecorder
+
+    app = open_app(Home(tmp_path / "h"), postgres_url)
+    try:
+        app.create_config("web", Spec(command=["true"]), meta())
+        real, lost = ChainedPostgresRecorder._send, []
+
+        def answer_lost(self: Any, conn: Any, stored_events: Any, guards: Any) -> list[int]:
+            ids = real(self, conn, stored_events, guards)  # committed by the server
+            if not lost:
+                lost.append(ids)
+                raise OperationalError("server closed the connection unexpectedly")
+            return ids
+
+        monkeypatch.setattr(ChainedPostgresRecorder, "_send", answer_lost)
+        head = app.recorder.max_notification_id()
+        assert app.latest("web", None, False, meta()) == 1
+        assert lost, "the commit's answer was not lost: nothing was tried"
+        assert app.recorder.max_notification_id() == max(lost[0]) > head  # its events, once
+        assert app.latest("web", None, True, meta()) == 2  # and the app goes on from there
+        assert verify_log(app.recorder).ok
+    finally:
+        app.close()
