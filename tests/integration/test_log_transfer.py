@@ -53,6 +53,16 @@ def lines_of(events: list[dict]) -> str:
     return "".join(json.dumps(e) + "\n" for e in events)
 
 
+def assert_refused_whole(rollouts: Rollouts, tmp_path: Path, events: list[dict]) -> None:
+    """Importing `events` into a new home: exit 1, one `error: line N ...` line, nothing imported."""
+    (tmp_path / "bad.jsonl").write_text(lines_of(events))
+    target = other(rollouts, tmp_path, "target", None)
+    result = target.sh("log", "import", str(tmp_path / "bad.jsonl"))
+    assert result.exit_code == 1, result
+    assert result.stderr.startswith("error: line ") and result.stderr.count("\n") == 1
+    assert target.event_count() == 0
+
+
 def test_a_log_moves_from_sqlite_to_postgres_and_back_with_the_same_hashes(
     rollouts: Rollouts, tmp_path: Path, postgres_url: str
 ) -> None:
@@ -114,12 +124,7 @@ def test_a_changed_export_is_refused_whole(rollouts: Rollouts, tmp_path: Path, c
         events[4], events[5] = events[5], events[4]
     else:
         events[6]["hash"] = "0" * 64
-    (tmp_path / "bad.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    target = other(rollouts, tmp_path, "target", None)
-    result = target.sh("log", "import", str(tmp_path / "bad.jsonl"))
-    assert result.exit_code == 1, result
-    assert result.stderr.startswith("error: line ") and result.stderr.count("\n") == 1
-    assert target.event_count() == 0
+    assert_refused_whole(rollouts, tmp_path, events)
 
 
 def test_import_into_a_store_that_is_not_empty_is_refused(rollouts: Rollouts, tmp_path: Path) -> None:
@@ -235,13 +240,7 @@ def test_an_export_changed_and_signed_again_is_refused_where_the_views_would_fai
     """A file whose hashes were made again over a change: refused (exit 1, nothing imported), where the
     views would fail on it (a time without an offset), act on what is no event of ours, or the store refuse it."""
     history(rollouts, tmp_path / "ran")
-    events = craft(exported(rollouts), change)
-    (tmp_path / "bad.jsonl").write_text(lines_of(events))
-    target = other(rollouts, tmp_path, "target", None)
-    result = target.sh("log", "import", str(tmp_path / "bad.jsonl"))
-    assert result.exit_code == 1, result
-    assert result.stderr.startswith("error: line ") and result.stderr.count("\n") == 1
-    assert target.event_count() == 0
+    assert_refused_whole(rollouts, tmp_path, craft(exported(rollouts), change))
 
 
 def test_events_without_hashes_stay_unchained_where_they_are_imported(rollouts: Rollouts, tmp_path: Path) -> None:
