@@ -48,9 +48,9 @@ class Home:
             private_dir(folder)
         if self._checked:
             return self
-        self._checked = True
         for folder in (self.projections, self.runtime, self.runtime / "logs"):
             ours(folder, follow=False)
+        self._checked = True
         if self.warn:
             mode = self.path.stat().st_mode
             if mode & 0o022:

@@ -144,9 +144,11 @@ class Leases:
         )
         if not taken:
             raise ClaimantShared(
-                f"claimant id {claimant} (runtime/claimant) is held, alive, by another home ({self._holder(claimant)}):"
-                " this home was copied from it. Once no deployer of this home runs (deployers list), remove"
-                " runtime/claimant here: the next controller makes an id of its own"
+                f"claimant id {claimant} (runtime/claimant) is held, alive, by another home ({self._holder(claimant)};"
+                f" this one is {self.where}). If this home is a copy of that one, remove runtime/claimant here once"
+                " no deployer of it runs (deployers list): the next controller makes an id of its own. If it is that"
+                f" home (its host renamed, its disk mounted anew), start again once that lease ends (at most"
+                f" {self.seconds:g} s, or the holder's own)"
             )
         self.renewed = time.monotonic()
         return True

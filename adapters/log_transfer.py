@@ -135,7 +135,9 @@ class Checked:
     versions: dict[str, int] = field(default_factory=dict)  # each stream's last version so far
 
 
-LARGEST = 2**63 - 1  # a position or a version: what both stores keep
+# A position or a version at most: both stores keep up to 2**63-1, and a log must have room to go on
+# (a head at 2**63-1 left SQLite to put the next event below it, and PostgreSQL's sequence spent)
+LARGEST = 2**62
 
 
 def load(
@@ -175,12 +177,12 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
     for number, event in enumerate(parse(lines), start=1):
         where = f"line {number} (position {event['position']})"
         if not found.head < event["position"] <= LARGEST:
-            raise ImportRefused(f"{where}: positions must increase (up to 2**63-1)")
+            raise ImportRefused(f"{where}: positions must increase (up to 2**62)")
         if found.events and event.get("log_id") != found.log_id:
             raise ImportRefused(f"{where}: another log id than the lines before it")
         stream, version = event["stream"], event["stream_version"]
         if not found.versions.get(stream, 0) < version <= LARGEST:
-            raise ImportRefused(f"{where}: stream {stream}'s versions must increase, from 1 (up to 2**63-1)")
+            raise ImportRefused(f"{where}: stream {stream}'s versions must increase, from 1 (up to 2**62)")
         text, topic = event["state"], event["topic"]
         if topic not in event_topics():
             raise ImportRefused(f"{where}: {topic!r} is not a topic of this program's events")

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, ProgrammingError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
@@ -110,10 +111,20 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             found = self._committed(stored_events)
             if found is not None:
                 return found
+        retried = bool(tries)
         tries.append(None)
         with self.datastore.get_connection() as conn:
             try:
                 return self._send(conn, stored_events, guards)
+            except (IntegrityError, psycopg.IntegrityError):
+                # The first attempt's COMMIT may have been still under way when we looked: our insert
+                # waited for its lock, then met its rows.
+                if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                    conn.execute("ROLLBACK")
+                found = self._committed(stored_events) if retried else None
+                if found is None:
+                    raise
+                return found
             except BaseException:
                 if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
                     conn.execute("ROLLBACK")  # nothing of it is committed; the connection goes back clean

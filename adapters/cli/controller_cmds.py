@@ -101,7 +101,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
             log,
             check_log=lambda: state.check_log(app.recorder),
             notifier=notifier,
-            where=claimant_where(state.home),
+            where=claimant_where(state.home) if state.store else None,  # one log a home: a copy has its own
         )
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
     except PassCutShort as cut:

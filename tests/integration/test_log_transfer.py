@@ -227,12 +227,22 @@ def craft(events: list[dict], change: str) -> list[dict]:
         events[-1]["position"] += 1
     elif change == "a huge version":
         last["stream_version"] = 2**70
+    elif change == "the last position there is":  # no room to go on: SQLite put the next event below it
+        last["position"] = 2**63 - 1
     return resigned(events)
 
 
 @pytest.mark.parametrize(
     "change",
-    ["naive timestamp", "no timestamp", "unknown topic", "upper-case stream", "a version twice", "a huge version"],
+    [
+        "naive timestamp",
+        "no timestamp",
+        "unknown topic",
+        "upper-case stream",
+        "a version twice",
+        "a huge version",
+        "the last position there is",
+    ],
 )
 def test_an_export_changed_and_signed_again_is_refused_where_the_views_would_fail(
     rollouts: Rollouts, tmp_path: Path, change: str

@@ -266,7 +266,9 @@ def test_a_copy_of_a_home_is_refused_while_the_home_it_was_copied_from_runs(tmp_
     try:
         copy = cli(host_b, postgres_url, "controller", "run", "--once", "-q")
         assert copy.returncode == 5, copy
-        assert copy.stderr.startswith("error: claimant id ") and "this home was copied from it" in copy.stderr, copy
+        assert copy.stderr.startswith("error: claimant id ") and "If this home is a copy of that one" in copy.stderr, (
+            copy
+        )
         assert cli(host_a, postgres_url, "rollout", "latest", "web").returncode == 0
         assert wait_for(lambda: gt.exists() and "end web-1-deploy-1" in gt.read_text())
         assert cli(host_b, postgres_url, "controller", "run", "--once", "-q").returncode == 5

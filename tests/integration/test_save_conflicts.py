@@ -74,3 +74,50 @@ def test_a_save_whose_commit_answer_was_lost_is_saved_once_and_told_so(
         assert verify_log(app.recorder).ok
     finally:
         app.close()
+
+
+def test_a_save_whose_commit_was_still_under_way_when_the_retry_looked_is_saved_once(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry looked for its events while the server still worked on the first COMMIT (a slow fsync, a
+    synchronous standby): it saw none, inserted again, waited for the lock and met its own rows; the
+    command was then refused ("revision 1 in progress") though revision 1 was its own."""
+    import threading
+    import time
+
+    from eventsourcing.persistence import OperationalError
+
+    from adapters.recorder_postgres import ChainedPostgresRecorder
+
+    app = open_app(Home(tmp_path / "h"), postgres_url)
+    try:
+        app.create_config("web", Spec(command=["true"]), meta())
+        real, first = ChainedPostgresRecorder._send, []
+
+        def slow_commit(self: Any, conn: Any, stored_events: Any, guards: Any) -> list[int]:
+            if first:
+                return real(self, conn, stored_events, guards)
+            first.append(None)
+            begun = threading.Event()
+
+            def server() -> None:  # the first attempt's transaction, committed 0.8 s after its answer was lost
+                with self.datastore.get_connection() as other:
+                    with other.pipeline() as pipeline:
+                        other.execute("BEGIN")
+                        self._append(other, stored_events, guards, pipeline.sync)
+                    begun.set()
+                    time.sleep(0.8)
+                    other.execute("COMMIT")
+
+            threading.Thread(target=server, daemon=True).start()
+            begun.wait(10)
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(ChainedPostgresRecorder, "_send", slow_commit)
+        head = app.recorder.max_notification_id()
+        assert app.latest("web", None, False, meta()) == 1
+        triggered = [n for n in app.recorder.select_notifications(head + 1, 100) if "RolloutTriggered" in n.topic]
+        assert len(triggered) == 1
+        assert verify_log(app.recorder).ok
+    finally:
+        app.close()
