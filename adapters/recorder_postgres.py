@@ -116,18 +116,15 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn:
             try:
                 return self._send(conn, stored_events, guards)
-            except (IntegrityError, psycopg.IntegrityError):
-                # The first attempt's COMMIT may have been still under way when we looked: our insert
-                # waited for its lock, then met its rows.
-                if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-                    conn.execute("ROLLBACK")
-                found = self._committed(stored_events) if retried else None
-                if found is None:
-                    raise
-                return found
-            except BaseException:
+            except BaseException as error:
                 if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
                     conn.execute("ROLLBACK")  # nothing of it is committed; the connection goes back clean
+                # A retry's insert may meet the rows of the first attempt, whose COMMIT was still under way
+                # when we looked: it waited for that attempt's lock.
+                if retried and isinstance(error, IntegrityError | psycopg.IntegrityError):
+                    found = self._committed(stored_events)
+                    if found is not None:
+                        return found
                 raise
 
     def _send(self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards) -> list[int]:
