@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import uuid
+import random
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
@@ -13,21 +14,26 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Mapper, MapperDeserialisationError, OperationalError, StoredEvent
 from eventsourcing.utils import strtobool
 
-from adapters.eventstore import APP_NAME, backoff
-from adapters.failures import is_lock_timeout
-from domain import ids, phases, rollout
-from domain.config import DeploymentConfig
-from domain.deployment import Deployment
-from domain.errors import Conflict, DomainError, NotFound, UsageError
-from projections.records import UndecodableEvent
+from rollouts.adapters.backend import APP_NAME
+from rollouts.adapters.controller.commands import rollback_for
+from rollouts.adapters.failures import is_lock_timeout
+from rollouts.adapters.identity import new_meta as new_meta  # where callers have long found it
+from rollouts.adapters.preload import PreloadingRepository
+from rollouts.domain import ids, phases, rollout
+from rollouts.domain.config import DeploymentConfig
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.errors import Conflict, DomainError, NotFound, UsageError
+from rollouts.domain.freeze import ALL_ID, FreezeAll, in_force
+from rollouts.domain.home import Home, home_id
+from rollouts.projections.records import UndecodableEvent
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from adapters.recorder_postgres import ChainedPostgresRecorder
-    from adapters.recorders import ChainedSQLiteRecorder
-    from domain.freeze import FreezeAll
-    from domain.spec import Spec
+    from rollouts.adapters.recorder_postgres import ChainedPostgresRecorder
+    from rollouts.adapters.recorders import ChainedSQLiteRecorder
+    from rollouts.domain.freeze import FreezeAll
+    from rollouts.domain.spec import Spec
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
@@ -49,16 +55,14 @@ def config_spec(config: DeploymentConfig) -> Spec:
 
 
 def config_spec_of(data: dict[str, Any]) -> Spec:
-    from domain.spec import Spec  # pydantic loads only for commands that change a spec
+    from rollouts.domain.spec import Spec  # start-up cost: pydantic loads only for commands that change a spec
 
     return Spec.model_validate(data)
 
 
-def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
-    """An event's metadata: `actor` is what --as says; `os_user` who ran the command, whatever it says."""
-    from adapters.identity import os_user
-
-    return {"actor": actor, "os_user": os_user(), "correlation_id": uuid.uuid4().hex, **extra}
+def backoff(attempt: int, base: float = 0.01, cap: float = 0.5) -> None:
+    """Sleep a jittered, growing delay before deciding again."""
+    time.sleep(min(cap, base * 2**attempt) * (0.5 + random.random()))
 
 
 class RolloutsApp(Application[UUID]):
@@ -66,12 +70,13 @@ class RolloutsApp(Application[UUID]):
 
     name = APP_NAME
     snapshotting_intervals = {DeploymentConfig: 50}
-    recorder: ChainedSQLiteRecorder | ChainedPostgresRecorder  # as adapters.eventstore configures it
+    recorder: ChainedSQLiteRecorder | ChainedPostgresRecorder  # as adapters.bootstrap opens it
 
     def __init__(self, env: Any = None) -> None:
         super().__init__(env)
         self._reads: list[tuple[Any, int]] = []
         self._guards: list[tuple[UUID, int]] = []  # read, not written, by the decision being made
+        self._head: int | None = None  # the log's head the decision being made read (guard_head)
 
     def guard(self, aggregate_id: UUID, version: int) -> None:
         """The next save appends nothing unless stream `aggregate_id` is still at `version` (0: absent)
@@ -79,13 +84,20 @@ class RolloutsApp(Application[UUID]):
         on a read)."""
         self._guards.append((aggregate_id, version))
 
+    def guard_head(self, head: int) -> None:
+        """The next save appends nothing unless the log still ends at `head` when it commits: a decision
+        that read the whole log (a seal)."""
+        self._head = head
+
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         guards, self._guards = self._guards, []
+        head, self._head = self._head, None
+        if head is not None:
+            kwargs = {**kwargs, "head": head}
         return super().save(*objs, **({**kwargs, "guards": guards} if guards else kwargs))
 
     def construct_repository(self) -> Repository[UUID]:
         """The library's repository, able to load many aggregates with one read (adapters.preload)."""
-        from adapters.preload import PreloadingRepository
 
         maxsize = self.env.get(self.AGGREGATE_CACHE_MAXSIZE)
         return PreloadingRepository(  # with the library's settings, read as it reads them
@@ -146,6 +158,7 @@ class RolloutsApp(Application[UUID]):
         """Drop the reads recorded by loads outside decide() (they are checked by nobody)."""
         self._reads = []
         self._guards = []
+        self._head = None
 
     def _read_was_torn(self) -> bool:
         """Whether an aggregate of this decision changed after it was read (the reads are not one snapshot)."""
@@ -159,6 +172,7 @@ class RolloutsApp(Application[UUID]):
         for attempt in range(TRIES):
             self._reads = []
             self._guards = []
+            self._head = None
             try:
                 aggregates, result = decision()
             except DomainError:
@@ -288,7 +302,6 @@ class RolloutsApp(Application[UUID]):
 
     def freeze_all_aggregate(self) -> FreezeAll | None:
         """The freeze of `freeze --all` as the log has it now (None: never frozen)."""
-        from domain.freeze import ALL_ID
 
         try:
             return self._loaded(self.repository.get(ALL_ID))
@@ -297,7 +310,6 @@ class RolloutsApp(Application[UUID]):
 
     def guarded_freeze_all(self) -> FreezeAll | None:
         """The freeze of all, for a claim: whose save fails (and is decided again) if it moved meanwhile."""
-        from domain.freeze import ALL_ID
 
         if self.repository.holds(ALL_ID):  # type: ignore[attr-defined] - read with the others (preloaded)
             every = self.freeze_all_aggregate()
@@ -309,7 +321,6 @@ class RolloutsApp(Application[UUID]):
 
     def freeze(self, names: list[str] | None, until: datetime | None, reason: str, now: datetime, meta: Meta) -> None:
         """Freeze configs `names` together (None: all of them, those created later included)."""
-        from domain.freeze import FreezeAll
 
         def decision() -> Decision[None]:
             if names is None:
@@ -325,7 +336,6 @@ class RolloutsApp(Application[UUID]):
 
     def unfreeze(self, names: list[str] | None, now: datetime, meta: Meta) -> None:
         """Lift the freezes of configs `names` (None: the freeze of all)."""
-        from domain.freeze import in_force
 
         def decision() -> Decision[None]:
             if names is None:
@@ -344,6 +354,63 @@ class RolloutsApp(Application[UUID]):
 
         self.decide(decision)
 
+    def unfreeze_every(self, names: Iterable[str], now: datetime, meta: Meta) -> None:
+        """`unfreeze --all`: lift every freeze in force, the freeze of all and those of configs `names`."""
+
+        wanted = list(dict.fromkeys(names))
+
+        def decision() -> Decision[None]:
+            lifted: list[Aggregate] = []
+            every = self.freeze_all_aggregate()
+            if every is not None and in_force(every.freeze, now):
+                every.unfreeze_all(now, meta)
+                lifted.append(every)
+            with self.preloaded(ids.config_id(name) for name in wanted):
+                for config in (self.config(name) for name in wanted):
+                    if in_force(config.freeze, now):
+                        config.unfreeze(now, meta)
+                        lifted.append(config)
+            if not lifted:
+                raise DomainError("there is no freeze in force")
+            return lifted, None
+
+        self.decide(decision)
+
+    def promote(self, name: str, full: bool, meta: Meta) -> tuple[int, str]:
+        """End the pause of `name`'s open deployment (7.6); returns its version and what comes next."""
+
+        def decision() -> Decision[tuple[int, str]]:
+            config = self.config(name)
+            opened = self.open_deployments(config)
+            paused = [d for d in opened if d.paused is not None]
+            if not paused:
+                raise DomainError(f"config {name} has no paused rollout to promote")
+            deployment = paused[-1]
+            deployment.promote(full, meta)
+            rollout.settle(config, deployment, meta)
+            step = deployment.step
+            nxt = "complete" if step is None else f"next {step.name}"
+            return [config, deployment], (deployment.revision, nxt)
+
+        return self.decide(decision)
+
+    def abort(self, name: str, reason: str | None, meta: Meta) -> int:
+        """Fail `name`'s latest open deployment with reason aborted (7.6): a New one at once, with its
+        rollback in the same save; an active one once the controller has stopped what runs."""
+
+        def decision() -> Decision[int]:
+            config = self.config(name)
+            opened = self.open_deployments(config)
+            if not opened:
+                raise DomainError(f"config {name} has no rollout in progress to abort")
+            deployment = opened[-1]
+            deployment.request_abort(reason, meta)
+            rollout.settle(config, deployment, meta)
+            rollback = rollback_for(self, config, deployment, meta)  # holds the config when there is one
+            return [deployment, *(rollback or [config])], deployment.revision
+
+        return self.decide(decision)
+
     def approve(self, name: str, revision: int | None, meta: Meta) -> tuple[int, int]:
         """Approve the deployment (default: the latest) for its current attempt; returns (revision, attempt)."""
 
@@ -361,7 +428,6 @@ class RolloutsApp(Application[UUID]):
 
     def rebind_home(self, claimant: str, old: tuple[str | None, int | None], head: int, meta: dict[str, Any]) -> None:
         """Record that the home of `claimant` now follows this log as it stands at `head` (an audited event)."""
-        from domain.home import Home, home_id
 
         def decision() -> Decision[None]:
             try:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.eventstore import StoreUnavailable
+from rollouts.adapters.backend import StoreUnavailable
 
 FILE = "binding.json"
 
@@ -55,6 +55,20 @@ class Binding:
                 f" hash {self.hash}, but the log now has {found or 'no hash'} there (a copy of the log that went"
                 " another way put back, or its chain hashes rewritten or removed?); run 'rollouts log verify',"
                 " then 'rollouts home rebind' to accept the log as it is now"
+            )
+        return None
+
+    def lost(self, log_id: str | None, head: int, hash_at: Callable[[int], str | None]) -> str | None:
+        """What the log (`log_id`, `head`, its chain's `hash_at`) no longer holds of what this home has seen
+        (the position, with its hash), when the home is bound to this log; None when it holds it all."""
+        if not self.seen or (self.log_id and log_id and log_id != self.log_id):
+            return None
+        if head < self.seen:
+            return f"the home has seen position {self.seen} of this log, but the log now ends at position {head}"
+        if self.hash is not None and (found := hash_at(self.seen)) != self.hash:
+            return (
+                f"the home has seen position {self.seen} of this log with hash {self.hash}, but the log now has"
+                f" {found or 'no hash'} there: the log was replaced by another, or its chain rewritten or removed"
             )
         return None
 

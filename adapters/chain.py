@@ -2,8 +2,9 @@
 
 Each event's hash is SHA-256 over the hash before it and the event's whole stored record (stream
 id, stream version, type, stored payload). The position is not hashed, so a log moved to another
-store keeps its hashes. Events written before the chain existed carry no hash; the first hashed
-event chains from the fold over all of them, so they are covered from then on.
+store keeps its hashes. An event without its hash is a break, wherever it is: removing the chain's
+rows must not turn tamper evidence off (a log written before the chain existed is chained anew by
+`log export` and `log import --fork`). A write after such events chains from the fold over them.
 """
 
 from __future__ import annotations
@@ -62,23 +63,25 @@ class Verdict:
 
 
 def verify(
-    rows: Iterable[tuple[int, Any, int, str, bytes, str | None]],
-    keep: int | None = None,
-    start: str = ZERO,
-    chained: bool = False,
+    rows: Iterable[tuple[int, Any, int, str, bytes, str | None]], keep: int | None = None, start: str = ZERO
 ) -> Verdict:
     """Recompute the chain over (position, stream, version, topic, state, stored hash) in position order.
 
-    A row with no stream is a hash kept for an event that is gone. A mismatch is reported where it
-    shows; the walk goes on from the stored hash, so each later break is reported where it is, not
-    as a cascade. `keep` is a position whose hash the verdict keeps (`--expect-head`). A walk of a
-    part of the log starts from the hash stored before it (`start`, `chained`). The loop is link()
-    inlined: it runs once per event of the log.
+    A row with no stream is a hash kept for an event that is gone; a row with no stored hash is an
+    event without its chain record (a run of them is one break, at its first position). A mismatch
+    is reported where it shows; the walk goes on from the stored hash (from the computed one past an
+    event without any), so each later break is reported where it is, not as a cascade. `keep` is a
+    position whose hash the verdict keeps (`--expect-head`). A walk of a part of the log starts from
+    the hash stored before it (`start`). The loop is link() inlined: it runs once per event of the log.
     """
     verdict = Verdict()
     running, count, position = start, 0, 0
+    missing: list[int] = []  # the run of events without a hash walked last: [first, last, how many]
     sha = hashlib.sha256
     for position, stream, version, topic, state, stored in rows:
+        if missing and stored is not None:
+            verdict.breaks.append(_unhashed(*missing))
+            missing = []
         if stream is None:
             verdict.breaks.append(Break(position, "event removed: its hash is kept but the event is gone"))
             running = stored
@@ -89,13 +92,10 @@ def verify(
         digest.update(state.encode() if type(state) is str else state)
         computed = digest.hexdigest()
         if stored is None:
-            if chained:
-                verdict.breaks.append(Break(position, "event has no hash: inserted after the chain began"))
-            else:
-                verdict.unchained += 1
+            verdict.unchained += 1
+            missing = [missing[0], position, missing[2] + 1] if missing else [position, position, 1]
             running = computed
         else:
-            chained = True
             if stored != computed:
                 verdict.breaks.append(
                     Break(
@@ -105,8 +105,21 @@ def verify(
             running = stored
         if position == keep:
             verdict.hash_at[position] = running
+    if missing:
+        verdict.breaks.append(_unhashed(*missing))
     verdict.events, verdict.head, verdict.head_hash = count, position, running
     return verdict
+
+
+def _unhashed(first: int, last: int, count: int) -> Break:
+    """One break for a run of `count` events without their chain record, from `first` to `last`."""
+    if count == 1:
+        return Break(first, "event has no chain record: its hash was removed, or it was inserted without one")
+    return Break(
+        first,
+        f"events {first}..{last} ({count}) have no chain record: their hashes were removed, or they were"
+        " inserted without one",
+    )
 
 
 def hashes_after(previous: str, records: Iterable[tuple[Any, int, str, bytes]]) -> Iterator[str]:

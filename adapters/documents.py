@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlite_utils
 
-from projections import audit_queries, history_queries
+from rollouts.projections import history_queries
 
 Row = dict[str, Any]
 _INTERNAL = ("stream", "config", "step")  # history columns that only join views
@@ -19,10 +21,28 @@ def json_text(document: Any) -> str:
     return json.dumps(document, indent=2, default=str)
 
 
+def shell_words(argv: Sequence[str]) -> str:
+    """`argv` as a shell would need it typed, on one line: shlex quoting, and bash's $'...' for an
+    argument with a newline, tab or other control character (which a table cell would flatten)."""
+    return " ".join(_ansi_c(arg) if any(not c.isprintable() for c in arg) else shlex.quote(arg) for arg in argv)
+
+
+def _ansi_c(arg: str) -> str:
+    return "$'" + "".join(_ansi_c_char(c) for c in arg) + "'"
+
+
+def _ansi_c_char(c: str) -> str:
+    named = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    if c in named:
+        return named[c]
+    if c.isprintable():
+        return c
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+
+
 def config_list(db: sqlite_utils.Database, now: datetime) -> list[Row]:
     """`config list`: every config with its latest version and phase, the freezes in force at `now`,
     and its command as a shell types it."""
-    from adapters.cli.output import shell_words
 
     rows = history_queries.configs(db, None, now)
     for row in rows:
@@ -33,27 +53,15 @@ def config_list(db: sqlite_utils.Database, now: datetime) -> list[Row]:
 def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
     """`rollout history NAME [--revision N]`: the deployments (NotFound: no such config or revision)."""
     rows = history_queries.deployments(db, name, revision)
-    return [{k: v for k, v in row.items() if k not in _INTERNAL} for row in rows]
+    return [history_document(row) for row in rows]
 
 
-def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[Row]:
-    """`events`: the events `only` lets through, in log order (NotFound: no such config). A sink's URL
-    is shown with its password as *** (the log keeps it whole: the notifier needs it)."""
-    from adapters.notify.sinks import shown
-
-    rows = audit_queries.events(db, only)
-    for row in rows:
-        url = row["data"].get("url")
-        if isinstance(url, str):
-            row["data"]["url"] = shown(url)
-    return rows
+_STEP_COLUMNS = ("step_index", "passed", "failed", "inconclusive")
 
 
-def type_problem(db: sqlite_utils.Database, type_: str) -> str | None:
-    """Why `type_` names no event type (the domain records none such, nor does the log hold one), if so."""
-    from domain.event_types import event_types
-
-    known = event_types()
-    if type_ in known or audit_queries.has_type(db, type_):
-        return None
-    return f"{type_!r} is not an event type (known: {', '.join(sorted(known))})"
+def history_document(row: Row) -> Row:
+    """A history row as JSON shows it: 7.6's `step` (the rollout step), `verification` (counts) and the rest."""
+    shown = {k: v for k, v in row.items() if k not in _INTERNAL and k not in _STEP_COLUMNS}
+    shown["step"] = row.get("step_index")
+    shown["verification"] = {k: row.get(k) or 0 for k in ("passed", "failed", "inconclusive")}
+    return shown

@@ -9,11 +9,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from domain.errors import StoreProblem
+from rollouts.domain.errors import StoreProblem
+
+DEFAULT_HOME = ".rollouts"  # --home when neither it nor ROLLOUTS_HOME is given
 
 
 class HomeNotOurs(StoreProblem):
     """The home, or a folder of it, belongs to another account (the CLI exits 5)."""
+
+
+class HomeNotADirectory(StoreProblem):
+    """`--home` names a file (/dev/null), or a path under one (the CLI exits 5)."""
 
 
 class Home:
@@ -40,6 +46,11 @@ class Home:
     @property
     def runtime(self) -> Path:
         return self.path / "runtime"
+
+    @property
+    def runtime_db(self) -> Path:
+        """The local runtime's table of deployers."""
+        return self.runtime / "runtime.db"
 
     def ensure(self) -> Home:
         if not self._checked:
@@ -79,7 +90,7 @@ def ours(path: Path, follow: bool) -> None:
     me = os.geteuid()
     try:
         found = [os.stat(path)] if follow else [os.lstat(path), os.stat(path)]
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there yet (private_dir says if nothing can be)
         return
     for st in found:
         if st.st_uid != me:
@@ -91,7 +102,10 @@ def ours(path: Path, follow: bool) -> None:
 
 def private_dir(path: Path) -> None:
     """Create `path` 0700 when missing; an existing directory's mode and owner are left as they are."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file is there, or on the way there
+        raise HomeNotADirectory(f"{path} is not a directory and cannot be made one: give --home a directory") from None
 
 
 def private_file(path: Path) -> None:

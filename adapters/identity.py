@@ -6,6 +6,8 @@ import functools
 import os
 import pwd
 import socket
+import uuid
+from typing import Any
 
 
 @functools.cache
@@ -17,3 +19,9 @@ def os_user() -> str:
     except KeyError:
         account = str(uid)
     return f"{account}@{socket.gethostname()}"
+
+
+def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
+    """An event's metadata: `actor` is what --as says; `os_user` who ran the command, whatever it says."""
+
+    return {"actor": actor, "os_user": os_user(), "correlation_id": uuid.uuid4().hex, **extra}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,13 +21,15 @@ from uuid import UUID
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from adapters import chain
-from adapters.recorders import PARALLEL_FROM, HashedRow, Imported, StoreNotEmpty, sqlite_hashed
-from domain.errors import DomainError
-from domain.event_types import event_topics
-from projections.records import UndecodableEvent, topic_parts
+from rollouts.adapters import chain
+from rollouts.adapters.recorders import PARALLEL_FROM, HashedRow, Imported, StoreNotEmpty, sqlite_hashed
+from rollouts.domain.errors import DomainError
+from rollouts.domain.event_types import event_topics
+from rollouts.domain.open_fold import OpenFold
+from rollouts.projections.records import UndecodableEvent, topic_parts
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
+SEAL_KIND = "domain.log:LogSeal"  # the kind projections.records gives a seal's events
 SPAN = 20_000  # positions a worker exports at a time
 
 
@@ -133,6 +135,14 @@ class Checked:
     head_hash: str = chain.ZERO
     log_id: str | None = None
     versions: dict[str, int] = field(default_factory=dict)  # each stream's last version so far
+    last: tuple[str, str, dict[str, Any]] = ("", "", {})  # the last event's kind, type and data
+    fold: OpenFold | None = None  # the deployments left open, when a fork must fail them
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the lines end with their log's seal (a move; else a backup or a live copy)."""
+        kind, type_, data = self.last
+        return kind == SEAL_KIND and type_ == "Sealed" and data.get("log_id") == self.log_id
 
 
 # A position or a version at most: both stores keep up to 2**63-1, and a log must have room to go on
@@ -141,12 +151,20 @@ LARGEST = 2**62
 
 
 def load(
-    recorder: Any, lines: Iterable[str], progress: Callable[[int], None] = lambda _: None, batch: int = BATCH
+    recorder: Any,
+    lines: Iterable[str],
+    progress: Callable[[int], None] = lambda _: None,
+    batch: int = BATCH,
+    *,
+    ending: Callable[[Checked, Reader], list[StoredEvent]] | None = None,
+    fork: bool = False,
 ) -> Checked:
-    """Check and insert every line in one pass and ONE transaction: the first line that does not hold
-    (or an empty file, or a store that is not empty) raises ImportRefused and nothing is written.
-    The recorder chains the events as it inserts them; the log keeps the id it was exported with."""
-    found = Checked()
+    """Check and insert every line in one pass and ONE transaction, then the events `ending` makes
+    (the origin; with `fork`, the open deployments failed): the first line that does not hold (or an
+    empty file, or a store that is not empty, or an export without its seal unless `fork`) raises
+    ImportRefused and nothing is written. The recorder chains the events as it inserts them; the
+    store keeps its own log id (a move is not a copy: the new log is another log)."""
+    found = Checked(fold=OpenFold() if fork else None)
 
     def batches() -> Iterator[list[Imported]]:
         pending: list[Imported] = []
@@ -162,12 +180,25 @@ def load(
             progress(len(pending))
         if not found.events:
             raise ImportRefused("the file holds no event: nothing to import")
+        if not fork and not found.sealed:
+            raise ImportRefused(
+                f"the export of log {found.log_id} ends at position {found.head} without its seal: two live"
+                " copies of a log would each run its deployments. To move a log, export it with"
+                " `rollouts log export --seal` (its source then refuses writes); to start a new log from"
+                " this copy while the source goes on, import it with --fork (its open deployments fail)"
+            )
+
+    def tail(read: Reader) -> list[StoredEvent]:
+        return ending(found, read) if ending is not None else []
 
     try:
-        recorder.import_events(batches(), lambda: found.log_id)
+        recorder.import_events(batches(), tail)
     except StoreNotEmpty as error:
         raise ImportRefused(f"{error}: import into an empty one") from None
     return found
+
+
+Reader = Callable[[Sequence[UUID]], list[StoredEvent]]  # the events of some streams, in the import's transaction
 
 
 def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
@@ -206,6 +237,10 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
         found.unchained += event["hash"] is None
         found.head, found.head_hash, found.log_id = event["position"], computed, event.get("log_id")
         found.versions[stream] = version
+        kind = topic_parts(topic)[0]
+        found.last = (kind, expected["type"], expected["data"])
+        if found.fold is not None:
+            found.fold.feed(stream, kind, expected["type"], expected["data"])
         yield event
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
@@ -15,23 +15,30 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
-from adapters import chain
-from adapters.failures import missing_table
-from adapters.recorders import (
+from rollouts.adapters import chain
+from rollouts.adapters.failures import missing_table
+from rollouts.adapters.recorders import (
     BATCH,
     CHAIN_TABLE,
     CLAIM_TOPIC,
     LOG_TABLE,
     Guards,
     HashedRow,
+    HeadMoved,
     Imported,
+    LogSealed,
     Row,
     StoreNotEmpty,
+    Tail,
     chained_part,
     check_guards,
     first_value,
     merge,
 )
+from rollouts.domain.log import seal_id
+
+if TYPE_CHECKING:
+    from rollouts.adapters.backend import Backend
 
 
 def _text(sql: str, *parts: Any) -> str:
@@ -41,6 +48,9 @@ def _text(sql: str, *parts: Any) -> str:
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
     """PostgreSQL: the same two tables in the store's schema."""
+
+    backend: Backend  # set by adapters.bootstrap, which opened it
+    _log_id: str | None = None  # the store's log id, read at its first save (fixed once made)
 
     def __init__(self, datastore: Any, *, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
@@ -74,6 +84,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             " WHERE (originator_id, originator_version) IN (SELECT * FROM unnest(%s::uuid[], %s::bigint[]))",
             self._events,
         )
+        self._sql_sealed = _text("SELECT notification_id FROM {0} WHERE originator_id = %s LIMIT 1", self._events)
+        self._sql_head = _text("SELECT coalesce(max(notification_id), 0) AS head FROM {0}", self._events)
         self._sql_after: dict[str | None, str] = {}  # events_after's statement, by snapshots table
         self.sql_create_statements.append(
             SQL("CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, hash text NOT NULL)").format(
@@ -103,10 +115,14 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         was refused, or decided again, though its first decision was committed)."""
         if not stored_events:
             return None
-        return self._insert_retried(stored_events, kwargs.get("guards") or (), [])
+        if self._log_id is None:  # read outside the save's transaction
+            self._log_id = self.log_id()
+        return self._insert_retried(stored_events, kwargs.get("guards") or (), [], kwargs.get("head"))
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's insert_events
-    def _insert_retried(self, stored_events: Sequence[StoredEvent], guards: Guards, tries: list[None]) -> list[int]:
+    def _insert_retried(
+        self, stored_events: Sequence[StoredEvent], guards: Guards, tries: list[None], head: int | None = None
+    ) -> list[int]:
         if tries:
             found = self._committed(stored_events)
             if found is not None:
@@ -115,7 +131,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         tries.append(None)
         with self.datastore.get_connection() as conn:
             try:
-                return self._send(conn, stored_events, guards)
+                return self._send(conn, stored_events, guards, head)
             except BaseException as error:
                 if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
                     conn.execute("ROLLBACK")  # nothing of it is committed; the connection goes back clean
@@ -127,10 +143,10 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                         return found
                 raise
 
-    def _send(self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards) -> list[int]:
+    def _send(self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards, head: int | None) -> list[int]:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
-            ids = self._append(conn, stored_events, guards, pipeline.sync)
+            ids = self._append(conn, stored_events, guards, pipeline.sync, head)
             conn.execute("COMMIT")
         return ids
 
@@ -152,15 +168,29 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         return found
 
     def _append(
-        self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards, sync: Callable[[], None]
+        self,
+        conn: Any,
+        stored_events: Sequence[StoredEvent],
+        guards: Guards,
+        sync: Callable[[], None],
+        head: int | None = None,
     ) -> list[int]:
         """Insert and chain `stored_events` in the transaction open on `conn`. Under the library's table
-        lock, before the insert: the guards (checked before anything is committed), and the chain's last
-        row (the insert writes none), all sent with the insert and answered at `sync`."""
+        lock, before the insert: the guards and the fence (the log's seal, and the head a seal's decision
+        read), checked before anything is committed, and the chain's last row (the insert writes none),
+        all sent with the insert and answered at `sync`."""
         statements = conn.cursor()  # not closed before the sync: a cursor closed in a pipeline waits for it
         for lock in self._sql_lock:  # the library's _lock_table
             statements.execute(lock, prepare=True)
         found = self._guard(conn, guards) if guards else None
+        sealed = None
+        if self._log_id is not None:
+            sealed = conn.cursor()
+            sealed.execute(self._sql_sealed, (seal_id(self._log_id),), prepare=True)
+        ended = None
+        if head is not None:
+            ended = conn.cursor()
+            ended.execute(self._sql_head)
         last = conn.cursor()
         last.execute(self._sql_last, prepare=True)
         statements.execute(self._sql_notify)  # the library's _notify_channel
@@ -171,6 +201,10 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         ]
         inserted.execute(self._sql_insert, (rows,))  # the library's _insert_stored_events
         sync()
+        if sealed is not None and (seal := sealed.fetchone()) is not None:
+            raise LogSealed(self._log_id or "", seal["notification_id"])
+        if ended is not None and (now := ended.fetchone()["head"]) != head:
+            raise HeadMoved(f"the log went on from position {head} to {now} meanwhile")
         if found is not None:
             now = {row["id"]: row["v"] for row in found.fetchall()}
             check_guards([(stream, now.get(stream)) for stream, _ in guards], guards)
@@ -205,9 +239,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
         curs.executemany(self._sql_hashes, rows)
 
-    def import_events(self, batches: Iterable[Sequence[Imported]], log_id: Callable[[], str | None]) -> int:
+    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail) -> int:
         """As on SQLite: one transaction, under the library's table lock from the first batch on; the
-        sequence of positions then goes on after the last imported."""
+        sequence of positions then goes on after the last event written."""
         count = 0
         insert = SQL(
             "INSERT INTO {0} (notification_id, originator_id, originator_version, topic, state)"
@@ -218,7 +252,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             curs.execute(SQL("SELECT max(notification_id) AS head FROM {0}").format(self._events))
             if head := curs.fetchone()["head"]:
                 raise StoreNotEmpty(head)
-            last = None
+            last = 0
             for batch in batches:
                 rows = [(p, e.originator_id, e.originator_version, e.topic, e.state) for p, e, _ in batch]
                 curs.executemany(insert, rows)
@@ -228,15 +262,51 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                     self._chain(conn, ids, events, curs.fetchone())
                 count += len(batch)
                 last = batch[-1].position if batch else last
-            if last is not None:
+
+            def read(streams: Sequence[UUID]) -> list[StoredEvent]:
+                curs.execute(
+                    SQL(
+                        "SELECT originator_id, originator_version, topic, state FROM {0}"
+                        " WHERE originator_id = ANY(%s) ORDER BY notification_id"
+                    ).format(self._events),
+                    (list(streams),),
+                )
+                return [
+                    StoredEvent(r["originator_id"], r["originator_version"], r["topic"], bytes(r["state"]))
+                    for r in curs.fetchall()
+                ]
+
+            added = tail(read) if count else []
+            if added:
+                ids = list(range(last + 1, last + 1 + len(added)))
+                rows = [
+                    (p, e.originator_id, e.originator_version, e.topic, e.state)
+                    for p, e in zip(ids, added, strict=True)
+                ]
+                curs.executemany(insert, rows)
+                curs.execute(self._sql_last)
+                self._chain(conn, ids, added, curs.fetchone())
+                last = ids[-1]
+            if last:
                 table = self._events.as_string(conn)  # quoted as the schema's name may need
                 curs.execute("SELECT setval(pg_get_serial_sequence(%s, 'notification_id'), %s)", (table, last))
-            if adopted := log_id():
-                curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (adopted,))
         return count
+
+    def sealed(self) -> int | None:
+        """The position of this log's seal (None: not sealed)."""
+        log_id = self._log_id or self.log_id()
+        if log_id is None:
+            return None
+        return first_value(self._query(self._sql_sealed, (seal_id(log_id),)))
 
     def log_id(self) -> str | None:
         return first_value(self._query(SQL("SELECT log_id FROM {0} LIMIT 1").format(self._log_table), ()))
+
+    def take_log_id(self, log_id: str) -> None:
+        """Name the log anew (a rebind onto an older copy: its next positions are not the old log's)."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (log_id,))
+        self._log_id = None
 
     def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
         """As on SQLite: events and hashes in position order, one snapshot, streamed by a server-side cursor."""

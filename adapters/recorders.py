@@ -15,14 +15,19 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from adapters import chain
-from adapters.failures import missing_table
+from rollouts.adapters import chain
+from rollouts.adapters.failures import missing_table
+from rollouts.domain.errors import DomainError
+from rollouts.domain.log import seal_id
+
+if TYPE_CHECKING:
+    from rollouts.adapters.backend import Backend
 
 CHAIN_TABLE = "rollouts_chain"
 LOG_TABLE = "rollouts_log"
@@ -64,6 +69,24 @@ def chained_part(batch: Sequence[Imported]) -> tuple[list[int], list[StoredEvent
     return [p for p, _ in found], [e for _, e in found]
 
 
+class LogSealed(DomainError):
+    """The log is sealed (moved elsewhere): it takes no more events (the CLI exits 1; nothing is written)."""
+
+    def __init__(self, log_id: str, position: int) -> None:
+        super().__init__(
+            f"the log {log_id} is sealed (position {position}): it takes no write and no claim; reads still work"
+            " (it moved: use the store its export was imported into)"
+        )
+        self.position = position
+
+
+class HeadMoved(IntegrityError):
+    """The log went on past the head a decision read (a seal decides on the whole log): decide again."""
+
+
+Tail = Callable[[Callable[[Sequence[UUID]], list[StoredEvent]]], list[StoredEvent]]
+
+
 class StoreNotEmpty(Exception):
     """An import's target already holds events (nothing was written)."""
 
@@ -88,6 +111,9 @@ class Row(NamedTuple):
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     """SQLite: events, their hashes and the log's id in one file."""
 
+    backend: Backend  # set by adapters.bootstrap, which opened it
+    _log_id: str | None = None  # the store's log id, read at its first save (fixed once made)
+
     def construct_create_table_statements(self) -> list[str]:
         return [
             *super().construct_create_table_statements(),
@@ -104,9 +130,34 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         ids = super()._insert_events(c, stored_events, **kwargs)
         if ids:
+            self._fence(c, ids[0], kwargs.get("head"))
             self._chain(c, ids, stored_events)
         self._guard(c, kwargs.get("guards") or ())
         return ids
+
+    def _fence(self, c: Any, first: int, head: int | None) -> None:
+        """After the insert (which holds the write lock): the log is not sealed before these events, and,
+        given `head`, it still ended there (a seal's decision read the whole log)."""
+        if self._log_id is None:  # fixed once made: read once
+            c.execute(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1")
+            self._log_id = first_value(list(c.fetchall()))
+        if (log_id := self._log_id) is not None:
+            sql = f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? AND rowid < ? LIMIT 1"
+            c.execute(sql, (seal_id(log_id).hex, first))
+            if (sealed := c.fetchone()) is not None:
+                raise LogSealed(log_id, sealed[0])
+        if head is not None:
+            c.execute(f"SELECT coalesce(max(rowid), 0) FROM {self.events_table_name} WHERE rowid < ?", (first,))
+            if (now := c.fetchone()[0]) != head:
+                raise HeadMoved(f"the log went on from position {head} to {now} meanwhile")
+
+    def sealed(self) -> int | None:
+        """The position of this log's seal (None: not sealed)."""
+        log_id = self._log_id or self.log_id()
+        if log_id is None:
+            return None
+        sql = f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? LIMIT 1"
+        return first_value(self._query(sql, (seal_id(log_id).hex,)))
 
     def _guard(self, c: Any, guards: Guards) -> None:
         """After the insert (which holds the write lock): the guarded streams are as the decision read them."""
@@ -132,10 +183,11 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         rows = zip(ids, chain.hashes_after(previous, records), strict=True)
         c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", list(rows))
 
-    def import_events(self, batches: Iterable[Sequence[Imported]], log_id: Callable[[], str | None]) -> int:
-        """Insert every batch at the positions it had, chaining what was chained, and then adopt `log_id()`,
-        in ONE transaction on an empty store: an exception from `batches` (a line that does not hold) leaves
-        the store as it was. (Events name positions: a delivered notification's, a sink's start.)"""
+    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail) -> int:
+        """Insert every batch at the positions it had, chaining what was chained, and then the events
+        `tail` returns (given a reader of streams inside the transaction) after them, in ONE transaction on
+        an empty store: an exception from `batches` or `tail` (a line that does not hold) leaves the store
+        as it was. The store keeps its own log id. (Events name positions: a delivered notification's.)"""
         count = 0
         insert = (
             f"INSERT INTO {self.events_table_name} (rowid, originator_id, originator_version, topic, state)"
@@ -145,6 +197,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
             c.execute(f"SELECT max(rowid) FROM {self.events_table_name}")
             if head := c.fetchone()[0]:
                 raise StoreNotEmpty(head)
+            last = 0
             for batch in batches:
                 rows = [(p, e.originator_id.hex, e.originator_version, e.topic, e.state) for p, e, _ in batch]
                 c.executemany(insert, rows)
@@ -152,12 +205,38 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
                 if ids:
                     self._chain(c, ids, events)
                 count += len(batch)
-            if adopted := log_id():
-                c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (adopted,))
+                last = batch[-1].position if batch else last
+
+            def read(streams: Sequence[UUID]) -> list[StoredEvent]:
+                marks = ",".join("?" * len(streams))
+                c.execute(
+                    f"SELECT originator_id, originator_version, topic, state FROM {self.events_table_name}"
+                    f" WHERE originator_id IN ({marks}) ORDER BY rowid",
+                    [s.hex for s in streams],
+                )
+                return [StoredEvent(UUID(r[0]), r[1], r[2], r[3]) for r in c.fetchall()]
+
+            added = tail(read) if count else []
+            if added:
+                ids = list(range(last + 1, last + 1 + len(added)))
+                c.executemany(
+                    insert,
+                    [
+                        (p, e.originator_id.hex, e.originator_version, e.topic, e.state)
+                        for p, e in zip(ids, added, strict=True)
+                    ],
+                )
+                self._chain(c, ids, added)
         return count
 
     def log_id(self) -> str | None:
         return first_value(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
+
+    def take_log_id(self, log_id: str) -> None:
+        """Name the log anew (a rebind onto an older copy: its next positions are not the old log's)."""
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(f"UPDATE {LOG_TABLE} SET log_id = ?", (log_id,))
+        self._log_id = None
 
     def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
         """Every event (positions lo..hi) in position order with its stored hash (None when it has none),
@@ -251,7 +330,7 @@ class Part:
 def verify_part(part: Part, keep: int | None) -> chain.Verdict:
     """In a worker process: the chain over one part of the log."""
     walk = sqlite_walk(part.db, part.table, part.lo, part.hi)
-    return chain.verify(walk, keep, part.start, chained=part.start != chain.ZERO)
+    return chain.verify(walk, keep, part.start)
 
 
 _SQLITE_HASHED = (

@@ -5,9 +5,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from adapters import chain
+from rollouts.adapters import binding, chain
+from rollouts.adapters.recorders import PARALLEL_FROM, verify_part
 
 
 def verify_log(
@@ -20,10 +22,20 @@ def verify_log(
     same verdict as one walk. `workers` (default: the CPUs) and `smallest` (the fewest events worth
     the processes) are for tests and benchmarks.
     """
-    from adapters.recorders import PARALLEL_FROM, verify_part
 
     parts = recorder.parts(workers or os.cpu_count() or 1, PARALLEL_FROM if smallest is None else smallest)
     if not parts:
         return chain.verify(recorder.chained_rows(), keep)
     with ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("fork")) as pool:
         return chain.joined(list(pool.map(verify_part, parts, [keep] * len(parts))))
+
+
+def seen_by_home(runtime: Path, recorder: Any) -> list[chain.Break]:
+    """The head a home bound to this log has seen (its binding: position and hash), as a break when the
+    log no longer holds it: a log replaced by another of the same id whose chain verifies on its own."""
+
+    bound = binding.load(runtime) if runtime.is_dir() else None
+    if bound is None:
+        return []
+    problem = bound.lost(recorder.log_id(), recorder.max_notification_id() or 0, recorder.hash_at)
+    return [] if problem is None else [chain.Break(bound.seen, problem)]

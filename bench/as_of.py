@@ -10,7 +10,7 @@ three positions (a quarter, half and all of the log):
                process (the command's own work: fold the config's streams up to P into a private
                view, then the live view's query), against `rollout history NAME -o json` on the
                live view, caught up beforehand; goal: the as-of median under 300 ms
-  subprocess   the same two commands as a user runs them (`python -m adapters.cli ...`), interpreter
+  subprocess   the same two commands as a user runs them (`python -m rollouts ...`), interpreter
                start included, median wall time
 
 The answer is checked too: as-of the head equals the live view's answer.
@@ -31,9 +31,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from adapters.cli import cli
-from adapters.eventstore import open_app
-from adapters.home import Home
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.cli import cli
+from rollouts.adapters.home import Home
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module
@@ -54,7 +54,7 @@ def as_user(home: Home, args: list[str]) -> float:
     env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
     t = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", "--home", str(home.path), *args], env=env, capture_output=True
+        [sys.executable, "-m", "rollouts", "--home", str(home.path), *args], env=env, capture_output=True
     )
     assert done.returncode == 0, done.stderr
     return (time.perf_counter() - t) * 1000

@@ -21,10 +21,10 @@ import time
 import uuid
 from pathlib import Path
 
-from adapters.application import new_meta
-from adapters.eventstore import open_app
-from adapters.home import Home
-from domain.spec import Spec
+from rollouts.adapters.application import new_meta
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.home import Home
+from rollouts.domain.spec import Spec
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -51,7 +51,7 @@ def latency(store: str | None, work: Path, rollouts: int) -> list[float]:
     # The deployer's first act stamps the time; sh starts in a millisecond, a Python would take ~100.
     stamp = f"date +%s.%N > {marks / 'm.tmp'} && mv {marks / 'm.tmp'} {marks / 'm'}"
     app.create_config("lat", Spec(command=["sh", "-c", stamp]), new_meta("bench"))
-    argv = [sys.executable, "-m", "adapters.cli", "--home", str(home)] + (["--store", store] if store else [])
+    argv = [sys.executable, "-m", "rollouts", "--home", str(home)] + (["--store", store] if store else [])
     controller = subprocess.Popen([*argv, "controller", "run", "--interval", "0.01", "-q"])
     samples = []
     try:

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.application import RolloutsApp, new_meta
-from adapters.eventstore import open_app, store_env
-from adapters.home import Home
-from adapters.verify import verify_log
-from domain.spec import Spec
+from rollouts.adapters.application import new_meta
+from rollouts.adapters.bootstrap import bootstrap, open_app
+from rollouts.adapters.home import Home
+from rollouts.adapters.verify import verify_log
+from rollouts.domain.spec import Spec
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module
@@ -40,12 +40,7 @@ PLAIN = "eventsourcing.sqlite:SQLiteApplicationRecorder"
 
 
 def append_rate(folder: Path, chained: bool, configs: int, ops: int) -> float:
-    home = Home(folder).ensure()
-    env = store_env(home, None)
-    if not chained:
-        env["APPLICATION_RECORDER_TOPIC"] = PLAIN
-    with home.init_lock():
-        app = RolloutsApp(env=env)
+    app = bootstrap(Home(folder)).open_app(**({} if chained else {"APPLICATION_RECORDER_TOPIC": PLAIN}))
     names = [f"c{i}" for i in range(configs)]
     for name in names:
         app.create_config(name, Spec(command=["true"]), new_meta("bench"))

@@ -5,8 +5,10 @@ the end, each change of the final log must have arrived (`notifications_lost`, m
 change that arrived more than once counts in `notifications_duplicated`, allowed only with the
 same key and body and at most once per controller kill; `notifications_misordered` counts
 changes that arrived after a later one (must be 0). When an old copy of the log was put back
-(--restore-log), what was sent before is compared only with itself: that history is gone, and
-its changes come again from where the copy stood (`notifications_resent_after_restore`).
+(--restore-log), or the log moved (--moves), what was sent before is compared only with itself:
+that history is gone (or the sealed log could not record what it sent last), and its changes come
+again from where the copy or the seal stood (`notifications_resent_after_restore`), under the key of
+the log that sends them.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 
 from sink_server import SinkServer
 
-from domain import phases
-from domain.notification import KINDS, kind_of
+from rollouts.domain import phases
+from rollouts.domain.notification import KINDS, kind_of
 
 NAME = "chaos"
 ENV = {"ROLLOUTS_NOTIFY_TIMEOUT": "1", "ROLLOUTS_NOTIFY_LEASE_SECONDS": "3"}
@@ -44,28 +46,36 @@ def expected(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         before = phase.get(e["stream"])
         after = phases.phase_after(before, e["type"], e["data"])
         phase[e["stream"]] = after
-        kind = kind_of(before, e["type"], after)
+        kind = kind_of(before, e["type"], after, e["data"])
         if kind is not None:
             attempt = e["data"].get("attempt", 1) if e["type"] != "Created" else 1
             found.append((e["position"], kind, e["config"], e["version"], attempt, after))
     return found
 
 
-def check(sink: SinkServer, events: list[dict[str, Any]], log_id: str, restored_at: int | None) -> dict[str, Any]:
+def check(sink: SinkServer, events: list[dict[str, Any]], log_ids: set[str], cuts: list[int]) -> dict[str, Any]:
+    """What the sink received against the final log's changes. `cuts`: the sink's requests before each
+    restore of an old copy or move of the log; each part between them is checked on its own (a restore
+    forgets what was sent, a move sends again what the sealed log could no longer record as sent).
+    A key names the log that sent it: one of `log_ids`."""
     got = sink.delivered()
-    cut = len(got) if restored_at is None else sum(1 for r in sink.received[:restored_at] if r.ok)
-    before, after = got[:cut], got[cut:]
+    bounds = [sum(1 for r in sink.received[:cut] if r.ok) for cut in cuts]
+    parts = [got[lo:hi] for lo, hi in zip([0, *bounds], [*bounds, len(got)], strict=True)]
     want = expected(events)
     arrived = {tuple(r.body[f] for f in FIELDS) for r in got}
     lost = [w for w in want if w not in arrived]
     duplicated, misordered, bad_keys, resent = 0, 0, 0, 0
-    for part in (before, after):
+    sent_before: set[tuple[str, str]] = set()
+    for part in parts:
         seen: dict[tuple[str, str], int] = {}
         last = 0
         for r in part:
-            if r.key != f"{log_id}:{r.body['position']}:{NAME}":
+            log_id, _, rest = r.key.partition(":")
+            if log_id not in log_ids or rest != f"{r.body['position']}:{NAME}":
                 bad_keys += 1
             ident = (r.key, repr(sorted(r.body.items())))
+            change = ("", repr(sorted(r.body.items())))
+            resent += change in sent_before and ident not in seen
             if ident in seen:
                 duplicated += 1
                 continue
@@ -73,9 +83,7 @@ def check(sink: SinkServer, events: list[dict[str, Any]], log_id: str, restored_
             if r.body["position"] < last:
                 misordered += 1
             last = r.body["position"]
-    if restored_at is not None:
-        sent_before = {(r.key, repr(sorted(r.body.items()))) for r in before}
-        resent = sum(1 for r in after if (r.key, repr(sorted(r.body.items()))) in sent_before)
+        sent_before |= {("", repr(sorted(r.body.items()))) for r in part}
     return {
         "notifications": len(want),
         "notifications_lost": len(lost),

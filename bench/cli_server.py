@@ -1,8 +1,8 @@
 """How a bench run starts `rollouts` commands: a fresh interpreter each, or forked from a warm one.
 
-`FreshCli` runs `python -m adapters.cli ARGS` (subprocess.Popen) per command. `ForkedCli` starts
+`FreshCli` runs `python -m rollouts ARGS` (subprocess.Popen) per command. `ForkedCli` starts
 one server process (`python bench/cli_server.py FD`) that imports once what commands load and
-then forks a child per command; the child runs the real entry point (`adapters.cli.main()`)
+then forks a child per command; the child runs the real entry point (`rollouts.adapters.cli.main()`)
 with that argv, and ends with a normal interpreter exit (streams flushed, atexit handlers run,
 non-daemon threads joined). Each command is still a separate OS process with its own pid, stdin
 from /dev/null, its own stdout and stderr (pipes, or a log file the caller passes), the server's
@@ -46,8 +46,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("domain", "projections", "adapters")
-NOT_PRELOADED = {"adapters.cli.__main__"}  # runs the CLI when imported
-POSTGRES_ONLY = {"adapters.recorder_postgres"}  # psycopg: a SQLite command never imports it
+NOT_PRELOADED = {"rollouts.adapters.cli.__main__"}  # runs the CLI when imported
+POSTGRES_ONLY = {"rollouts.adapters.recorder_postgres"}  # psycopg: a SQLite command never imports it
 MAX_MESSAGE = 1 << 20
 START_S = 120.0  # the longest the server may take to import everything and say it is ready
 READY = {"ready": True}
@@ -62,7 +62,7 @@ def preload() -> int:
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             parts = path.relative_to(REPO).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            name = ".".join(("rollouts", *(parts[:-1] if parts[-1] == "__init__" else parts)))  # the package's names
             if name not in skip:
                 importlib.import_module(name)
     return len(sys.modules)
@@ -77,7 +77,7 @@ def send(conn: socket.socket, message: dict[str, Any]) -> bool:
 
 
 def become_command(conn: socket.socket, sigint: Any, out: int, err: int, argv: list[str]) -> None:
-    """In the forked child: the state a fresh `python -m adapters.cli ARGV` would start in."""
+    """In the forked child: the state a fresh `python -m rollouts ARGV` would start in."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, sigint)  # Python's own handler, or ignored if the server was started so
@@ -181,7 +181,7 @@ def server_main(fd: int) -> int:
     argv = serve(conn)
     if argv is None:
         return 0
-    from adapters.cli import main  # in the child: the real entry point, as `python -m adapters.cli`
+    from rollouts.adapters.cli import main  # in the child: the real entry point, as `python -m rollouts`
 
     main()  # sys.exit()s with the command's code
     return 0
@@ -355,7 +355,7 @@ class ForkedCli:
 
 
 class FreshCli:
-    """Each command in an interpreter of its own: `python -m adapters.cli ARGS` (subprocess.Popen)."""
+    """Each command in an interpreter of its own: `python -m rollouts ARGS` (subprocess.Popen)."""
 
     mode = "spawn"
 
@@ -367,11 +367,11 @@ class FreshCli:
         self.running: set[subprocess.Popen[bytes]] = set()
 
     def spawn(self, args: list[str], stdout: int, stderr: int) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "adapters.cli", *args]
+        argv = [sys.executable, "-m", "rollouts", *args]
         return subprocess.Popen(argv, cwd=self.cwd, env=self.env, stdout=stdout, stderr=stderr)
 
     def run(self, args: list[str], timeout: float) -> tuple[int | None, str, str, float | None]:
-        argv = [sys.executable, "-m", "adapters.cli", *args]
+        argv = [sys.executable, "-m", "rollouts", *args]
         proc = subprocess.Popen(argv, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         with self.lock:
             self.running.add(proc)

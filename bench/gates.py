@@ -15,18 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from adapters.application import RolloutsApp, new_meta  # noqa: E402
-from adapters.controller import commands  # noqa: E402
-from adapters.eventstore import open_app  # noqa: E402
-from adapters.home import Home  # noqa: E402
-from domain.spec import Spec  # noqa: E402
+from rollouts.adapters.application import RolloutsApp, new_meta  # noqa: E402
+from rollouts.adapters.bootstrap import open_app  # noqa: E402
+from rollouts.adapters.controller import commands  # noqa: E402
+from rollouts.adapters.home import Home  # noqa: E402
+from rollouts.domain.spec import Spec  # noqa: E402
 
 
 def claims_per_second(count: int, gated: bool) -> float:

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.application import new_meta
-from adapters.eventstore import open_app
-from adapters.home import Home
-from domain import phases, rollout
-from domain.config import DeploymentConfig
-from domain.deployment import Deployment
-from domain.spec import HOOK_POLICIES, Spec
+from rollouts.adapters.application import new_meta
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.home import Home
+from rollouts.domain import phases, rollout
+from rollouts.domain.config import DeploymentConfig
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.spec import HOOK_POLICIES, Spec
 
 GENERATOR = "v1"
 CLAIMANT = "bench-controller"

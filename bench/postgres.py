@@ -31,11 +31,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from adapters.application import new_meta
-from adapters.eventstore import open_app, store_env
-from adapters.home import Home
-from domain import ids
-from domain.spec import Spec
+from rollouts.adapters.application import new_meta
+from rollouts.adapters.bootstrap import bootstrap, open_app
+from rollouts.adapters.home import Home
+from rollouts.domain import ids
+from rollouts.domain.spec import Spec
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 BENCH = Path(__file__).resolve().parent
@@ -44,8 +44,8 @@ sys.path.insert(0, str(BENCH))  # the other scripts of bench/, imported as modul
 # PYTHONDONTWRITEBYTECODE that some sandboxes set, each would compile the project's modules again.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 from generate import cached_log  # noqa: E402
+from in_process import BareApp, Counter  # noqa: E402  (figure 2's baseline, on PostgreSQL here)
 from rebuild import ceiling  # noqa: E402
-from run import BareApp, Counter  # noqa: E402  (figure 2's baseline, on PostgreSQL here)
 
 
 class Bench:
@@ -116,7 +116,11 @@ def commands(bench: Bench, configs: int, ops: int) -> dict[str, Any]:
     ours = ops / (time.perf_counter() - t)
     app.close()
 
-    env = {k: v for k, v in store_env(bench.home("bare"), bench.store()).items() if k != "APPLICATION_RECORDER_TOPIC"}
+    env = {
+        k: v
+        for k, v in bootstrap(bench.home("bare"), bench.store()).backend.env().items()
+        if k != "APPLICATION_RECORDER_TOPIC"
+    }
     plain = BareApp(env=env)
     counters = [Counter(f"c{i}") for i in range(configs)]
     plain.save(*counters)
@@ -132,7 +136,7 @@ def commands(bench: Bench, configs: int, ops: int) -> dict[str, Any]:
 
 def controller(home: Home, store: str, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ROLLOUTS_HOME": str(home.path), "ROLLOUTS_STORE": store, "ROLLOUTS_ACTOR": "bench"}
-    argv = [sys.executable, "-m", "adapters.cli", "controller", "run", "-q", *args]
+    argv = [sys.executable, "-m", "rollouts", "controller", "run", "-q", *args]
     return subprocess.Popen(argv, env=env, cwd=home.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -171,7 +175,7 @@ def latency(bench: Bench, samples: int) -> tuple[dict[str, Any], dict[str, Any]]
 def e2e(bench: Bench, rollouts: int) -> dict[str, Any]:
     """Rollouts/s of one running controller, warmed up (its fork server, its caches), from the first
     trigger to the last terminal event; the controller's start is not timed."""
-    from run import Terminal, deployment_key
+    from harness import Terminal, deployment_key
 
     store, home = bench.store(), bench.home("e2e")
     app = open_app(home, store)
@@ -199,13 +203,13 @@ def e2e(bench: Bench, rollouts: int) -> dict[str, Any]:
 
 def rebuild(bench: Bench, events: int, runs: int) -> dict[str, Any]:
     """The median of `runs` rebuilds against the median of as many reads, taken in turn."""
-    from adapters.log_source import RecorderSource
-    from adapters.log_transfer import export_lines, load
-    from projections.store import ProjectionStore
+    from rollouts.adapters.log_source import RecorderSource
+    from rollouts.adapters.log_transfer import export_lines, load
+    from rollouts.projections.store import ProjectionStore
 
     source = open_app(cached_log(events, 300, False), None)
     app = open_app(bench.home("rebuild"), bench.store())
-    load(app.recorder, export_lines(source.recorder))
+    load(app.recorder, export_lines(source.recorder), fork=True)  # the cached log is not sealed: a fork
     source.close()
     bench.settle()
     head = app.recorder.max_notification_id()

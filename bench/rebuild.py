@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH.parent), str(BENCH)]  # the project, and bench/generate.py
+sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module
 
 from generate import cached_log  # noqa: E402
 
-from adapters.eventstore import open_app  # noqa: E402
-from adapters.log_source import RecorderSource  # noqa: E402
-from projections.store import ALL, ProjectionStore  # noqa: E402
+from rollouts.adapters.bootstrap import open_app  # noqa: E402
+from rollouts.adapters.log_source import RecorderSource  # noqa: E402
+from rollouts.projections.store import ALL, ProjectionStore  # noqa: E402
 
 GOAL = 1.0
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-check", action="store_true", help="skip the I5 check (rebuilt == caught up)")
     args = parser.parse_args(argv)
     if args.serial:
-        from projections import build
+        from rollouts.projections import build
 
         build.PARALLEL_FROM = 1 << 62
     events = 20_000 if args.quick else args.events

@@ -40,8 +40,8 @@ from urllib.parse import urlsplit
 
 from click.testing import CliRunner
 
-from adapters.cli import cli
-from adapters.cli.errors import run as run_cli
+from rollouts.adapters.cli import cli
+from rollouts.adapters.cli.errors import run as run_cli
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -86,7 +86,7 @@ class Cli:
 
 def caught_up(home: Path) -> None:
     """Bring the home's views to the head of the log (a rebuild when they have not started yet)."""
-    from adapters.cli.state import State
+    from rollouts.adapters.cli.state import State
 
     state = State(str(home), None, "bench@serve")
     try:
@@ -97,8 +97,8 @@ def caught_up(home: Path) -> None:
 
 def metrics_remade_ms(home: Path, times: int) -> list[float]:
     """In-process: the /metrics answer made anew from nothing (as at the first scrape)."""
-    from adapters.cli.state import State
-    from adapters.web import exposition, routes
+    from rollouts.adapters.cli.state import State
+    from rollouts.adapters.web import exposition, routes
 
     state = State(str(home), None, "bench@serve")
     made = exposition.Exposition(lambda: state.projections)
@@ -118,7 +118,7 @@ class Server:
     def __init__(self, home: Path) -> None:
         env = {**os.environ, "ROLLOUTS_HOME": str(home), "PYTHONPATH": str(BENCH.parent)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "adapters.cli", "serve", "--port", "0"],
+            [sys.executable, "-m", "rollouts", "serve", "--port", "0"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -20,11 +20,20 @@ class Received:
     body: dict[str, Any]
     at: float  # time.time() when the request arrived
     ok: bool  # answered 2xx (in time, as far as the sink knows)
+    authorization: str | None = None  # the request's Authorization header, as sent
 
 
 class SinkServer:
-    def __init__(self, fail_first: int = 0, hang_first: int = 0, hang_s: float = 0.0, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        fail_first: int = 0,
+        hang_first: int = 0,
+        hang_s: float = 0.0,
+        delay_s: float = 0.0,
+        authorization: str | None = None,  # when given, a request without this header is answered 401
+    ) -> None:
         self.fail_first, self.hang_first, self.hang_s, self.delay_s = fail_first, hang_first, hang_s, delay_s
+        self.authorization = authorization
         self.received: list[Received] = []
         self.ok_count = 0  # how many were answered 2xx: cheap to poll
         self.lock = threading.Lock()
@@ -45,11 +54,14 @@ class SinkServer:
         with self.lock:
             return [r for r in self.received if r.ok]
 
-    def _take(self, key: str, body: dict[str, Any]) -> tuple[int, float]:
+    def _take(self, key: str, body: dict[str, Any], authorization: str | None = None) -> tuple[int, float]:
         """Record a request; (status, seconds to wait before answering) for it."""
         with self.lock:
-            status, wait = self._decide(len(self.received) + 1)
-            self.received.append(Received(key, body, time.time(), status == 200))
+            if self.authorization is not None and authorization != self.authorization:
+                status, wait = 401, 0.0
+            else:
+                status, wait = self._decide(len(self.received) + 1)
+            self.received.append(Received(key, body, time.time(), status == 200, authorization))
             self.ok_count += status == 200
         return status, wait
 
@@ -73,7 +85,8 @@ class SinkServer:
                     self.close_connection = True
                     return
                 body = json.loads(data or b"{}")
-                status, wait = sink._take(self.headers.get("Idempotency-Key", ""), body)
+                key, authorization = self.headers.get("Idempotency-Key", ""), self.headers.get("Authorization")
+                status, wait = sink._take(key, body, authorization)
                 if wait:
                     time.sleep(wait)
                 try:

@@ -26,9 +26,9 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from adapters.eventstore import open_app, store_env
-from adapters.home import Home
-from adapters.log_transfer import export_lines, load
+from rollouts.adapters.bootstrap import bootstrap, open_app
+from rollouts.adapters.home import Home
+from rollouts.adapters.log_transfer import export_lines, load
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module
@@ -48,14 +48,7 @@ def read_rows(recorder: Any) -> int:
 
 
 def fresh_recorder(folder: Path, plain: bool) -> Any:
-    home = Home(folder).ensure()
-    env = store_env(home, None)
-    if plain:
-        env["APPLICATION_RECORDER_TOPIC"] = PLAIN
-    from adapters.application import RolloutsApp
-
-    with home.init_lock():
-        return RolloutsApp(env=env)
+    return bootstrap(Home(folder)).open_app(**({"APPLICATION_RECORDER_TOPIC": PLAIN} if plain else {}))
 
 
 def insert_plain(recorder: Any, path: Path) -> int:
@@ -113,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             im_base.append(count / (time.perf_counter() - t))
             t = time.perf_counter()
             with exported.open() as lines:
-                found = load(chained.recorder, lines)
+                found = load(chained.recorder, lines, fork=True)  # a copy of a live log: a fork
             im_ours.append(count / (time.perf_counter() - t))
             assert found.events == count
             plain.close()

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from domain import phases
+from rollouts.domain import phases
 
 RANK = {phases.NEW: 0, phases.PENDING: 1, phases.RUNNING: 2, phases.COMPLETE: 3, phases.FAILED: 3}
 CREATES = ("DeployerCreated", "HookCreated")

@@ -8,9 +8,10 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain import freeze as freezes
-from domain import ids
-from domain.errors import DomainError
+from rollouts.domain import freeze as freezes
+from rollouts.domain import ids
+from rollouts.domain.errors import DomainError
+from rollouts.domain.topics import keep_stored_topics
 
 Meta = dict[str, Any]
 
@@ -19,6 +20,8 @@ class DeploymentConfig(Aggregate):
     """One app. The slot says which (revision, attempt) may run a deployer (I2)."""
 
     freeze: freezes.Freeze | None = None  # (a class default: snapshots taken before freezes existed lack it)
+    last_complete: int | None = None  # the revision that last ended Complete (7.6: what a rollback restores)
+    rolled_back: tuple[int, ...] = ()  # the failed revisions an automatic rollback was triggered for (I10)
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -82,8 +85,10 @@ class DeploymentConfig(Aggregate):
             raise DomainError(f"config {self.name} is not frozen")
         self._unfrozen(meta=meta)
 
-    def trigger(self, cause: str, message: str | None, supersede: bool, meta: Meta) -> int:
-        self.check_can_roll_out(supersede)
+    def trigger(self, cause: str, message: str | None, supersede: bool, meta: Meta, automatic: bool = False) -> int:
+        """Open the next revision; an `automatic` rollback is not held by a paused config."""
+        if not automatic:
+            self.check_can_roll_out(supersede)
         revision = self.latest_revision + 1
         self._triggered(revision=revision, cause=cause, message=message, meta=meta)
         return revision
@@ -96,6 +101,12 @@ class DeploymentConfig(Aggregate):
         """Record that a revision became terminal, releasing the slot it held."""
         if revision in self.open_revisions:
             self._ended(revision=revision, attempt=attempt, phase=phase, meta=meta)
+
+    def record_rollback(self, failed: int, to: int, reason: str, meta: Meta) -> None:
+        """The one automatic rollback of failed revision `failed` (I10): never a second."""
+        if failed in self.rolled_back:
+            raise DomainError(f"revision {failed} of {self.name} was already rolled back")
+        self._rollback_triggered(failed=failed, to=to, revision=self.latest_revision + 1, reason=reason, meta=meta)
 
     def reopen(self, revision: int, attempt: int, meta: Meta) -> None:
         if revision != self.latest_revision:
@@ -138,7 +149,16 @@ class DeploymentConfig(Aggregate):
         self.open_revisions = [r for r in self.open_revisions if r != revision]
         if self.slot and self.slot["revision"] == revision:
             self.slot = None
+        if phase == "Complete":
+            self.last_complete = revision
+
+    @event("RollbackTriggered")
+    def _rollback_triggered(self, failed: int, to: int, revision: int, reason: str, meta: Meta) -> None:
+        self.rolled_back = (*self.rolled_back, failed)
 
     @event("RolloutReopened")
     def _reopened(self, revision: int, attempt: int, meta: Meta) -> None:
         self.open_revisions = [*self.open_revisions, revision]
+
+
+keep_stored_topics(globals())

@@ -8,16 +8,19 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain import ids, phases
-from domain.errors import DomainError
-from domain.names import HOOK_TRIES
-from domain.step import DEPLOYER, LATER, PRE, Step, data_of
+from rollouts.domain import ids, phases
+from rollouts.domain.errors import DomainError, IllegalTransition
+from rollouts.domain.names import HOOK_TRIES
+from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED
+from rollouts.domain.sequence import OUTCOMES, Sequence, outcome_of
+from rollouts.domain.step import DEPLOYER, PAUSE, VERIFY, Step, data_of
+from rollouts.domain.topics import keep_stored_topics
 
 if TYPE_CHECKING:
-    from domain.spec import Spec
+    from rollouts.domain.spec import Spec
 
 Meta = dict[str, Any]
-CANCELLED = "cancelled"
+VERIFICATION_FAILED = "verification failed"
 
 
 class Deployment(Aggregate):
@@ -34,6 +37,9 @@ class Deployment(Aggregate):
     needs_approval = False  # class defaults: deployments recorded before approvals existed need none
     requested_by: str | None = None
     approved_by: str | None = None
+    measured = 0  # the attempt's measurements so far (their names count from 1 across its steps)
+    full = False  # promoted with --full: straight to the last step, no more verification or pause
+    abort_reason: str | None = None
 
     class Event(Aggregate.Event):
         def apply(self, aggregate: Any) -> None:
@@ -68,6 +74,13 @@ class Deployment(Aggregate):
         self.needs_approval = bool(spec.get("require_approval"))
         self.requested_by = meta.get("actor")  # who asked for this attempt: never its approver
         self.approved_by: str | None = None
+        self._new_attempt()
+
+    def _new_attempt(self) -> None:
+        self.measured = 0
+        self.tallies: dict[int, dict[str, int]] = {}  # rollout step -> its verification's outcomes
+        self.full = False
+        self.abort_reason = None
 
     # -- reading -------------------------------------------------------------
 
@@ -80,23 +93,39 @@ class Deployment(Aggregate):
         return self.phase in phases.TERMINAL
 
     def typed_spec(self) -> Spec:
-        from domain.spec import Spec  # pydantic only where a typed spec is needed
+        from rollouts.domain.spec import Spec  # pydantic only where a typed spec is needed
 
         return Spec.model_validate(self.spec)
+
+    @property
+    def sequence(self) -> Sequence:
+        """What this attempt runs, in order (domain/sequence.py)."""
+        return Sequence(self.config, self.revision, self.attempt, self.spec)
+
+    @property
+    def is_auto_rollback(self) -> bool:
+        return self.cause.startswith(AUTO_ROLLBACK)
+
+    @property
+    def paused(self) -> Step | None:
+        """The pause the attempt waits in, if it does."""
+        return self.step if self.is_open and self.step is not None and self.step.kind == PAUSE else None
+
+    def tally(self) -> dict[str, int]:
+        """The attempt's measurements by outcome."""
+        return {o: sum(t.get(o, 0) for t in self.tallies.values()) for o in OUTCOMES}
 
     def step_for(self, kind: str, try_: int = 1) -> Step | None:
         """The step of this attempt that runs `kind` (pre, deployer, post); None for a hook the spec lacks."""
         if kind == DEPLOYER:
-            return self.deployer_step(try_)
-        if self.spec.get(f"{kind}_hook"):
-            return Step(kind, try_, ids.hook_name(self.config, self.revision, kind, self.attempt, try_))
-        return None
+            return self.sequence.deployer(1)
+        return self.sequence.hook(kind, try_)
 
     def deployer_step(self, try_: int = 1) -> Step:
-        return Step(DEPLOYER, try_, ids.deployer_name(self.config, self.revision, self.attempt))
+        return self.sequence.deployer(1)
 
     def first_step(self) -> Step:
-        return self.step_for(PRE) or self.deployer_step()
+        return self.sequence.first()
 
     def is_current(self, name: str) -> bool:
         """Whether a report about `name` concerns what runs now (else it is stale)."""
@@ -125,6 +154,8 @@ class Deployment(Aggregate):
             return False
         if step.kind == DEPLOYER:
             self._deployer_created(attempt=self.attempt, name=name, ref=ref, meta=meta)
+        elif step.kind == VERIFY:
+            self._measurement_created(**self._measurement_args(step), ref=ref, meta=meta)
         else:
             self._hook_created(**self._hook_args(step), ref=ref, meta=meta)
         return True
@@ -135,6 +166,8 @@ class Deployment(Aggregate):
             return False
         if step.kind == DEPLOYER:
             self._deployer_started(attempt=self.attempt, name=name, meta=meta)
+        elif step.kind == VERIFY:
+            self._measurement_started(**self._measurement_args(step), meta=meta)
         else:
             self._hook_started(**self._hook_args(step), meta=meta)
         return True
@@ -144,8 +177,12 @@ class Deployment(Aggregate):
         if step is None:
             return False
         kind = step.kind
-        if kind == DEPLOYER and exit_code == 0:
-            self._deployer_succeeded(attempt=self.attempt, name=name, next=data_of(self._following(kind)), meta=meta)
+        if kind == VERIFY:
+            self._measured(step, exit_code, reason, meta)
+        elif kind == DEPLOYER and exit_code == 0:
+            nxt = self.sequence.after_deployer(step.index, self.measured, self.full)
+            self._deployer_succeeded(attempt=self.attempt, name=name, next=data_of(nxt), meta=meta)
+            self._announce_pause(meta)
         elif kind == DEPLOYER:
             why = reason or f"exit code {exit_code}"
             self._deployer_failed(
@@ -156,10 +193,10 @@ class Deployment(Aggregate):
                 meta=meta,
             )
         elif exit_code == 0:
-            self._hook_succeeded(**self._hook_args(step), next=data_of(self._following(kind)), meta=meta)
+            self._hook_succeeded(**self._hook_args(step), next=data_of(self.sequence.after_hook(kind)), meta=meta)
         else:
             outcome = self._hook_outcome(step)
-            nxt = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self._following(kind)}
+            nxt = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self.sequence.after_hook(kind)}
             self._hook_failed(
                 **self._hook_args(step),
                 exit_code=exit_code,
@@ -171,13 +208,18 @@ class Deployment(Aggregate):
         return True
 
     def report_lost(self, name: str, reason: str, meta: Meta) -> bool:
-        if not self.is_current(name):
+        step = self._current(name)
+        if step is None:
             return False
+        if step.kind == VERIFY and step.created:  # a measurement that disappeared is inconclusive, not a loss
+            self._measured(step, None, f"lost: {reason}", meta)
+            return True
         self._lost(attempt=self.attempt, name=name, reason=f"lost: {name}: {reason}", meta=meta)
         return True
 
     def time_out(self, seconds: int, meta: Meta) -> None:
-        phases.check(self.phase, "DeployerFailed")
+        if self.phase not in phases.ACTIVE:  # a timeout bounds an attempt from its claim
+            raise IllegalTransition(f"a timeout is not allowed in phase {self.phase}")
         name = self.step.name if self.step else None
         self._deployer_failed(
             attempt=self.attempt,
@@ -186,6 +228,12 @@ class Deployment(Aggregate):
             reason=f"timeout: attempt exceeded {seconds}s",
             meta=meta,
         )
+
+    def abandon(self, reason: str, meta: Meta) -> None:
+        """Fail an open deployment that no deployer of this log may run (one open in a forked copy)."""
+        phases.check(self.phase, "DeployerFailed")
+        name = self.step.name if self.step and self.phase != phases.NEW else None
+        self._deployer_failed(attempt=self.attempt, name=name, exit_code=None, reason=reason, meta=meta)
 
     def request_cancel(self, meta: Meta) -> bool:
         """Ask to cancel; a New deployment is Failed at once. False if already asked."""
@@ -199,12 +247,61 @@ class Deployment(Aggregate):
         phases.check(self.phase, "Cancelled")
         if not self.cancel_requested:
             raise DomainError(f"revision {self.revision} has no cancel request")
-        self._cancelled(attempt=self.attempt, meta=meta)
+        if self.abort_reason:
+            self._aborted(attempt=self.attempt, reason=self.abort_reason, meta=meta)
+        else:
+            self._cancelled(attempt=self.attempt, meta=meta)
 
     def retry(self, meta: Meta, needs_approval: bool = False) -> None:
         if self.phase != phases.FAILED:
             raise DomainError(f"revision {self.revision} is {self.phase}: only a Failed deployment can be retried")
         self._retry_requested(attempt=self.attempt + 1, needs_approval=needs_approval, meta=meta)
+
+    def end_pause(self, meta: Meta) -> None:
+        """A timed pause has run its time (the controller decides when, from the log's timestamps)."""
+        pause = self.paused
+        if pause is None or pause.delay is None:
+            raise DomainError(f"revision {self.revision} of {self.config} is not in a timed pause")
+        nxt = self.sequence.after_pause(pause.index, pause.why or "")
+        self._pause_ended(attempt=self.attempt, name=pause.name, step=pause.index, next=data_of(nxt), meta=meta)
+        self._announce_pause(meta)
+
+    def promote(self, full: bool, meta: Meta) -> None:
+        """A human ends the pause and goes on (ending that step's verification as passed); `full`: straight
+        to the last step, with no further verification or pause."""
+        pause = self.paused
+        if pause is None:
+            raise DomainError(f"revision {self.revision} of {self.config} is not paused: nothing to promote")
+        if full:
+            last = self.sequence.count
+            nxt = self.sequence.deployer(last) if pause.index < last else self.sequence.after_verified(last, True)
+        else:
+            nxt = self.sequence.after_pause(pause.index, pause.why or "")
+        self._promoted(attempt=self.attempt, name=pause.name, step=pause.index, full=full, next=data_of(nxt), meta=meta)
+        self._announce_pause(meta)
+
+    @property
+    def nothing_runs(self) -> bool:
+        """Whether the attempt has no process now: in a pause, or between measurements."""
+        step = self.step if self.phase in phases.ACTIVE and not self.cancel_requested else None
+        return step is not None and (step.kind == PAUSE or (step.kind == VERIFY and not step.created))
+
+    def take_over(self, claimant: str, meta: Meta) -> None:
+        """Another controller goes on with a claim whose claimant's lease ended while nothing ran (7.6):
+        a pause, or a wait between measurements, is not ended as Lost."""
+        if not self.nothing_runs:
+            raise DomainError(f"revision {self.revision} of {self.config} runs a process: its claim is not taken over")
+        if claimant == self.claimant:
+            raise DomainError(f"revision {self.revision} of {self.config} is claimed by {claimant} already")
+        self._claim_taken(attempt=self.attempt, claimant=claimant, previous=self.claimant, meta=meta)
+
+    def request_abort(self, reason: str | None, meta: Meta) -> None:
+        """Fail the deployment with reason `aborted`: a New one at once, an active one once what runs stopped."""
+        phases.check(self.phase, "AbortRequested")
+        if self.cancel_requested:
+            raise DomainError(f"revision {self.revision} of {self.config} is already being cancelled")
+        why = f"{ABORTED}: {reason}" if reason else ABORTED
+        self._abort_requested(attempt=self.attempt, reason=why, meta=meta)
 
     def approve(self, meta: Meta) -> None:
         """Four eyes: the attempt may be claimed once someone other than who asked for it approves."""
@@ -230,9 +327,37 @@ class Deployment(Aggregate):
             return "retry"
         return "ignore" if policy == "ignore" else "abort"
 
-    def _following(self, kind: str) -> Step | None:
-        """The step after a finished `kind` step; None when the attempt is done."""
-        return next((s for s in (self.step_for(k) for k in LATER[kind]) if s), None)
+    def _measurement_args(self, step: Step) -> dict[str, Any]:
+        return {"attempt": self.attempt, "name": step.name, "number": step.try_, "step": step.index}
+
+    def _measured(self, step: Step, exit_code: int | None, detail: str | None, meta: Meta) -> None:
+        """Record a measurement's outcome, and what follows from it (DESIGN 7.6)."""
+        outcome = outcome_of(exit_code)
+        tally = dict(self.tallies.get(step.index, {}))
+        tally[outcome] = tally.get(outcome, 0) + 1
+        nxt, failed = self.sequence.after_measurement(step.index, step.try_, tally)
+        reason = None
+        if failed:
+            why = f"exit code {exit_code}" if detail is None else detail
+            reason = f"{VERIFICATION_FAILED}: measurement {step.name} failed ({why})"
+        self._measurement_recorded(
+            **self._measurement_args(step),
+            outcome=outcome,
+            exit_code=exit_code,
+            detail=detail,
+            next=data_of(nxt),
+            reason=reason,
+            meta=meta,
+        )
+        self._announce_pause(meta)
+
+    def _announce_pause(self, meta: Meta) -> None:
+        """A step that led into a pause is followed by the pause's own event (why, and for how long)."""
+        pause = self.paused
+        if pause is not None and not pause.created:
+            self._step_paused(
+                attempt=self.attempt, name=pause.name, step=pause.index, why=pause.why, seconds=pause.delay, meta=meta
+            )
 
     def _advance(self, nxt: dict[str, Any] | None) -> None:
         """Move past a finished step: to `nxt` (as an event carries it), or to the attempt's end."""
@@ -309,6 +434,72 @@ class Deployment(Aggregate):
         else:
             self._advance(next)
 
+    @event("MeasurementCreated")
+    def _measurement_created(self, attempt: int, name: str, number: int, step: int, ref: str, meta: Meta) -> None:
+        self._mark(started=False)
+        self.measured = max(self.measured, number)
+
+    @event("MeasurementStarted")
+    def _measurement_started(self, attempt: int, name: str, number: int, step: int, meta: Meta) -> None:
+        self._mark(started=True)
+        self.measured = max(self.measured, number)
+
+    @event("MeasurementRecorded")
+    def _measurement_recorded(
+        self,
+        attempt: int,
+        name: str,
+        number: int,
+        step: int,
+        outcome: str,
+        exit_code: int | None,
+        detail: str | None,
+        next: dict[str, Any] | None,
+        reason: str | None,
+        meta: Meta,
+    ) -> None:
+        self.measured = max(self.measured, number)
+        tally = self.tallies.setdefault(step, {})
+        tally[outcome] = tally.get(outcome, 0) + 1
+        if reason is not None:
+            self._end(reason)
+        else:
+            self._advance(next)
+
+    @event("StepPaused")
+    def _step_paused(
+        self, attempt: int, name: str, step: int, why: str | None, seconds: int | None, meta: Meta
+    ) -> None:
+        if self.step is not None:
+            self.step = replace(self.step, created=True)  # announced: a pause has nothing else to create
+
+    @event("PauseEnded")
+    def _pause_ended(self, attempt: int, name: str, step: int, next: dict[str, Any] | None, meta: Meta) -> None:
+        self._advance(next)
+
+    @event("Promoted")
+    def _promoted(
+        self, attempt: int, name: str, step: int, full: bool, next: dict[str, Any] | None, meta: Meta
+    ) -> None:
+        self.full = self.full or full
+        self._advance(next)
+
+    @event("ClaimTaken")
+    def _claim_taken(self, attempt: int, claimant: str, previous: str | None, meta: Meta) -> None:
+        self.claimant = claimant
+
+    @event("AbortRequested")
+    def _abort_requested(self, attempt: int, reason: str, meta: Meta) -> None:
+        if self.phase == phases.NEW:  # the phase before the event: a New deployment fails at once
+            self._end(reason)
+        else:
+            self.cancel_requested = True
+            self.abort_reason = reason
+
+    @event("Aborted")
+    def _aborted(self, attempt: int, reason: str, meta: Meta) -> None:
+        self._end(reason)
+
     @event("CancelRequested")
     def _cancel_requested(self, attempt: int, meta: Meta) -> None:
         if self.phase == phases.NEW:  # the phase before the event: a New deployment fails at once
@@ -334,3 +525,7 @@ class Deployment(Aggregate):
         self.claimant = None
         self.step = None
         self.cancel_requested = False
+        self._new_attempt()
+
+
+keep_stored_topics(globals())

@@ -9,7 +9,7 @@ from functools import cache
 from eventsourcing.domain import DomainEvent
 from eventsourcing.utils import get_topic
 
-import domain
+from rollouts import domain
 
 
 @cache

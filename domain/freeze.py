@@ -8,7 +8,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import DomainError, UsageError
+from rollouts.domain.errors import DomainError, UsageError
+from rollouts.domain.topics import keep_stored_topics
 
 Meta = dict[str, Any]
 Freeze = dict[str, Any]  # {"by": actor, "reason": text, "until": ISO UTC or None, "at": ISO UTC}
@@ -66,3 +67,6 @@ class FreezeAll(Aggregate):
     @event("Unfrozen")
     def _unfrozen(self, meta: Meta) -> None:
         self.freeze = None
+
+
+keep_stored_topics(globals())

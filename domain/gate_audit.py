@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from domain.audit import Violation
-from domain.freeze import in_force
+from rollouts.domain.audit import Violation
+from rollouts.domain.freeze import in_force
 
 # The event types this audit reads (what projections.audit_queries.gate_events selects).
 TYPES = ("Created", "RetryRequested", "Approved", "DeployerClaimed", "Frozen", "Unfrozen")

@@ -7,6 +7,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from rollouts.domain.topics import keep_stored_topics
+
 Meta = dict[str, Any]
 
 
@@ -32,3 +34,6 @@ class Home(Aggregate):
 
 def home_id(claimant: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"/homes/{claimant}")
+
+
+keep_stored_topics(globals())

@@ -24,3 +24,19 @@ def deployer_name(config: str, revision: int, attempt: int) -> str:
 def hook_name(config: str, revision: int, hook: str, attempt: int, try_: int) -> str:
     base = f"{config}-{revision}-hook-{hook}-{attempt}"
     return base if try_ == 1 else f"{base}-{try_}"
+
+
+def step_deployer_name(config: str, revision: int, attempt: int, step: int) -> str:
+    """The deployer of rollout step `step` of a config with --steps (DESIGN 7.6)."""
+    return f"{deployer_name(config, revision, attempt)}-step-{step}"
+
+
+def measurement_name(config: str, revision: int, attempt: int, number: int) -> str:
+    """Measurement `number` of an attempt (counted from 1, across its steps)."""
+    return f"{config}-{revision}-verify-{attempt}-{number}"
+
+
+def pause_name(config: str, revision: int, attempt: int, step: int, inconclusive: bool = False) -> str:
+    """The pause after rollout step `step` (--step-pause), or in it when its measurements were inconclusive
+    (both may come, one after the other, promoted past): names no process ever takes (a pause runs nothing)."""
+    return f"{config}-{revision}-pause-{attempt}-{step}" + ("-inconclusive" if inconclusive else "")

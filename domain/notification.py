@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from domain import phases
-from domain.errors import UsageError
+from rollouts.domain import phases
+from rollouts.domain.errors import UsageError
+from rollouts.domain.reasons import AUTO_ROLLBACK  # the cause of an automatic rollback
 
-KINDS = ("triggered", "running", "complete", "failed")
+KINDS = ("triggered", "running", "complete", "failed", "paused", "rollback")
 DEFAULT_ON = ("complete", "failed")
 _STARTS = frozenset({"Created", "RetryRequested"})  # a new deployment, or a new attempt of one
 
@@ -25,10 +26,15 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     return tuple(k for k in KINDS if k in given)
 
 
-def kind_of(before: str | None, type_: str, after: str) -> str | None:
-    """The kind of change a deployment event made (phase `before` -> `after`), or None when it is not one."""
+def kind_of(before: str | None, type_: str, after: str, data: dict[str, Any] | None = None) -> str | None:
+    """The kind of change a deployment event made (phase `before` -> `after`), or None when it is not one.
+    With the event's `data`: an automatic rollback's creation is `rollback` (7.6), not `triggered`."""
+    if type_ == "Created" and data is not None and str(data.get("cause", "")).startswith(AUTO_ROLLBACK):
+        return "rollback"
     if type_ in _STARTS:
         return "triggered"
+    if type_ == "StepPaused":
+        return "paused"
     if after == before:
         return None
     if after == phases.RUNNING:
@@ -41,7 +47,12 @@ def kind_of(before: str | None, type_: str, after: str) -> str | None:
 
 
 def reason_of(type_: str, data: dict[str, Any], after: str) -> str | None:
-    """Why a deployment is in `after` (as `rollout history` says it): only a failure has a reason."""
+    """Why a deployment is in `after` (as `rollout history` says it): only a failure has a reason; and
+    why a deployment paused (step, inconclusive), and what an automatic rollback follows."""
+    if type_ == "StepPaused":
+        return f"paused: {data.get('why')}"
+    if type_ == "Created" and str(data.get("cause", "")).startswith(AUTO_ROLLBACK):
+        return data.get("message")
     if after != phases.FAILED:
         return None
     return "cancelled" if type_ in ("Cancelled", "CancelRequested") else data.get("reason")

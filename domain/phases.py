@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from domain.errors import IllegalTransition
-from domain.step import POST
+from rollouts.domain.errors import IllegalTransition
+from rollouts.domain.step import POST
 
 NEW, PENDING, RUNNING, COMPLETE, FAILED = "New", "Pending", "Running", "Complete", "Failed"
 ACTIVE = frozenset({PENDING, RUNNING})
@@ -16,7 +16,7 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     "DeployerCreated": frozenset({PENDING, RUNNING}),
     "DeployerStarted": frozenset({PENDING, RUNNING}),
     "DeployerSucceeded": ACTIVE,
-    "DeployerFailed": ACTIVE,
+    "DeployerFailed": OPEN,  # New too: a deployment abandoned before its claim (domain/deployment.abandon)
     "DeployerLost": ACTIVE,
     "CancelRequested": OPEN,
     "Cancelled": ACTIVE,
@@ -26,6 +26,16 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     "HookStarted": ACTIVE,
     "HookSucceeded": ACTIVE,
     "HookFailed": ACTIVE,
+    # DESIGN 7.6: measurements, pauses, promote and abort
+    "MeasurementCreated": ACTIVE,
+    "MeasurementStarted": ACTIVE,
+    "MeasurementRecorded": ACTIVE,
+    "StepPaused": ACTIVE,
+    "PauseEnded": ACTIVE,
+    "Promoted": ACTIVE,
+    "ClaimTaken": ACTIVE,
+    "AbortRequested": OPEN,
+    "Aborted": ACTIVE,
 }
 
 
@@ -43,7 +53,11 @@ def phase_after_step(phase: str, nxt: dict[str, Any] | None) -> str:
     return RUNNING if nxt["kind"] == POST else phase
 
 
-_FAILING = frozenset({"DeployerFailed", "DeployerLost", "Cancelled"})
+_FAILING = frozenset({"DeployerFailed", "DeployerLost", "Cancelled", "Aborted"})
+# Events that end a step well and name the next one (None: the attempt is done, Complete).
+_MOVES = frozenset(
+    {"DeployerSucceeded", "HookSucceeded", "HookFailed", "MeasurementRecorded", "PauseEnded", "Promoted"}
+)
 
 
 def phase_after(phase: str | None, event: str, data: dict[str, Any]) -> str:
@@ -55,10 +69,12 @@ def phase_after(phase: str | None, event: str, data: dict[str, Any]) -> str:
         return PENDING
     if event == "DeployerStarted":
         return RUNNING
-    if event in _FAILING or (event == "CancelRequested" and phase == NEW):
+    if event in _FAILING or (event in ("CancelRequested", "AbortRequested") and phase == NEW):
         return FAILED
     if event == "HookFailed" and data.get("outcome") == "abort":
         return FAILED
-    if event in ("DeployerSucceeded", "HookSucceeded", "HookFailed"):
+    if event == "MeasurementRecorded" and data.get("reason"):
+        return FAILED
+    if event in _MOVES:
         return phase_after_step(phase or NEW, data.get("next"))
     return phase or NEW

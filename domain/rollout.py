@@ -8,11 +8,12 @@ from typing import Any
 
 from eventsourcing.domain import Aggregate
 
-from domain import freeze as freezes
-from domain.config import DeploymentConfig
-from domain.deployment import Deployment
-from domain.errors import DomainError
-from domain.freeze import Freeze
+from rollouts.domain import freeze as freezes
+from rollouts.domain.config import DeploymentConfig
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.errors import DomainError
+from rollouts.domain.freeze import Freeze
+from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
 
 Meta = dict[str, Any]
 
@@ -23,6 +24,40 @@ def settle(config: DeploymentConfig, deployment: Deployment, meta: Meta) -> None
         config.end(deployment.revision, deployment.attempt, deployment.phase, meta)
 
 
+def rollback_due(config: DeploymentConfig, deployment: Deployment, last_complete: int | None = None) -> int | None:
+    """The revision an automatic rollback of `deployment` restores, if its failure calls for one (DESIGN
+    7.6): the config's latest deployment failed for any reason but a cancel, its config's policy says so
+    (an abort always does), it is not itself an automatic rollback, none was triggered for it yet, and a
+    revision before it ended Complete. Decided at the moment of failure, in the save that records it.
+    `last_complete`: that revision as the caller found it, for a config restored from a snapshot taken
+    before configs kept it."""
+    if deployment.phase != "Failed" or deployment.revision != config.latest_revision:
+        return None
+    reason = deployment.reason or ""
+    if reason == CANCELLED or FOREIGN in reason or deployment.is_auto_rollback:
+        return None
+    if not (config.spec.get("auto_rollback") or reason.startswith(ABORTED)):
+        return None
+    if deployment.revision in config.rolled_back:
+        return None
+    to = config.last_complete if config.last_complete is not None else last_complete
+    return to if to is not None and to < deployment.revision else None
+
+
+def auto_rollback(
+    config: DeploymentConfig, failed: Deployment, source: Deployment, spec: dict[str, Any], meta: Meta
+) -> list[Aggregate]:
+    """The one automatic rollback of `failed` to `source`: the config's spec set back to `spec` (source's
+    rollout part over the config's policies, as `undo` stores it), and a new revision that runs it as one step."""
+    config.record_rollback(failed.revision, source.revision, failed.reason or "", meta)
+    config.change_spec(spec, meta)
+    # One step, and no approval: it restores a spec that ran (DESIGN 7.6).
+    one_step = {k: v for k, v in config.spec.items() if k not in ("steps", "step_pause", "require_approval")}
+    cause = f"{AUTO_ROLLBACK} {source.revision}"
+    message = f"version {failed.revision} failed: {failed.reason}"
+    return trigger(config, [], cause=cause, message=message, supersede=False, meta=meta, spec=one_step, automatic=True)
+
+
 def trigger(
     config: DeploymentConfig,
     open_deployments: Sequence[Deployment],
@@ -31,9 +66,12 @@ def trigger(
     message: str | None,
     supersede: bool,
     meta: Meta,
+    spec: dict[str, Any] | None = None,
+    automatic: bool = False,
 ) -> list[Aggregate]:
-    """Open the next revision; with `supersede`, ask every open one to cancel."""
-    revision = config.trigger(cause, message, supersede, meta)
+    """Open the next revision; with `supersede`, ask every open one to cancel. `spec`: the new deployment's,
+    when not the config's."""
+    revision = config.trigger(cause, message, supersede, meta, automatic=automatic)
     for older in open_deployments:
         older.request_cancel(meta)
         settle(config, older, meta)
@@ -41,7 +79,7 @@ def trigger(
         config_id=config.id,
         config=config.name,
         revision=revision,
-        spec=config.spec,
+        spec=config.spec if spec is None else spec,
         cause=cause,
         message=message,
         meta=meta,

@@ -7,7 +7,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import DomainError
+from rollouts.domain.errors import DomainError
+from rollouts.domain.topics import keep_stored_topics
 
 Meta = dict[str, Any]
 
@@ -79,3 +80,6 @@ class Sink(Aggregate):
     @event("NotificationFailed")
     def _failed(self, position: int, error: str, meta: Meta) -> None:
         self.last_error = error
+
+
+keep_stored_topics(globals())

@@ -7,7 +7,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import DomainError, NotFound
+from rollouts.domain.errors import DomainError, NotFound
+from rollouts.domain.topics import keep_stored_topics
 
 Meta = dict[str, Any]
 INDEX_ID = uuid5(NAMESPACE_URL, "/sinks")
@@ -41,3 +42,6 @@ class SinkIndex(Aggregate):
     @event("SinkUnlisted")
     def _unlisted(self, name: str, meta: Meta) -> None:
         self.names = [n for n in self.names if n != name]
+
+
+keep_stored_topics(globals())

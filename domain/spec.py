@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from domain.names import HOOK_TRIES, NAME_PATTERN, validate_name  # noqa: F401 - re-exported
+from rollouts.domain.names import HOOK_TRIES, NAME_PATTERN, validate_name  # noqa: F401 - re-exported
+from rollouts.domain.spec_defaults import STEP_DEFAULTS
 
 ENV_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HOOK_POLICIES = ("abort", "retry", "ignore")
@@ -63,8 +64,43 @@ class Spec(BaseModel):
     pre_hook: Hook | None = None
     post_hook: Hook | None = None
     require_approval: bool = False  # each deployment and retry waits for `rollout approve` by another actor
+    # DESIGN 7.6: steps, verification, automatic rollback. Left out of the stored data at their defaults.
+    steps: list[int] | None = None  # the weights, strictly increasing, the last 100; None: one step
+    step_pause: int | Literal["manual"] = 0  # seconds between steps, or "manual": wait for `rollout promote`
+    verify: list[str] | None = Field(default=None, min_length=1)
+    verify_count: int = Field(default=3, ge=1, le=1000)
+    verify_interval: int = Field(default=10, ge=0, le=86400)
+    verify_timeout: int = Field(default=30, ge=1, le=86400)
+    failure_limit: int = Field(default=0, ge=0)
+    inconclusive_limit: int = Field(default=0, ge=0)
+    auto_rollback: bool = False  # a config policy, not part of what a deployment runs
 
     _command_not_blank = field_validator("command")(classmethod(lambda cls, argv: _argv_not_blank(argv)))
+
+    @field_validator("verify")
+    @classmethod
+    def _verify_not_blank(cls, argv: list[str] | None) -> list[str] | None:
+        return None if argv is None else _argv_not_blank(argv)
+
+    @field_validator("steps")
+    @classmethod
+    def _weights(cls, weights: list[int] | None) -> list[int] | None:
+        if weights is None:
+            return None
+        if not weights or any(not 1 <= w <= 100 for w in weights):
+            raise ValueError("each step's weight must be in 1..100")
+        if any(b <= a for a, b in zip(weights, weights[1:], strict=False)):
+            raise ValueError("the steps' weights must be strictly increasing")
+        if weights[-1] != 100:
+            raise ValueError("the last step's weight must be 100")
+        return weights
+
+    @field_validator("step_pause")
+    @classmethod
+    def _pause(cls, pause: int | str) -> int | str:
+        if isinstance(pause, int) and not 0 <= pause <= 86400:
+            raise ValueError("the step pause must be 0..86400 seconds, or manual")
+        return pause
 
     @field_validator("env")
     @classmethod
@@ -84,12 +120,25 @@ class Spec(BaseModel):
         both = sorted(set(self.env) & set(self.pass_env))
         if both:
             raise ValueError(f"{both[0]} is both set in env and passed from the controller's environment: keep one")
+        if self.failure_limit >= self.verify_count:
+            raise ValueError(
+                f"a failure limit of {self.failure_limit} with {self.verify_count} measurements could never fail:"
+                " keep it below the verify count"
+            )
         return self
 
     def _unstored(self) -> set[str]:
-        """An empty pass_env, and require_approval when off, are left out of the data: specs without
-        them stay as they were written."""
-        return (set() if self.pass_env else {"pass_env"}) | (set() if self.require_approval else {"require_approval"})
+        """An empty pass_env, require_approval when off, and the fields of 7.6 at their defaults, are
+        left out of the data: specs without them stay as they were written (and hash the same)."""
+        unstored = (set() if self.pass_env else {"pass_env"}) | (
+            set() if self.require_approval else {"require_approval"}
+        )
+        return unstored | {f for f, default in STEP_DEFAULTS.items() if getattr(self, f) == default}
+
+    @property
+    def step_weights(self) -> list[int]:
+        """The weight of each step: [100] without --steps."""
+        return list(self.steps) if self.steps else [100]
 
     def to_data(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude=self._unstored())
@@ -97,7 +146,7 @@ class Spec(BaseModel):
     def rollout_part(self) -> dict[str, Any]:
         """What a deployment runs; a change here is a config change. (With pass_env even when empty:
         `undo` lays it over the current spec.)"""
-        return self.model_dump(mode="json", exclude={"history_limit", "trigger", "require_approval"})
+        return self.model_dump(mode="json", exclude={"history_limit", "trigger", "require_approval", "auto_rollback"})
 
     def hook(self, which: str) -> Hook | None:
         return self.pre_hook if which == "pre" else self.post_hook

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlite_utils
 
-from domain import phases
-from projections.audit_queries import require_config
-from projections.records import document
+from rollouts.domain import phases
+from rollouts.projections.audit_queries import require_config
+from rollouts.projections.records import document
 
 _EVENTS = (
     "SELECT position, type, version, timestamp, data FROM events WHERE config = ? AND stream IN "
@@ -24,7 +25,7 @@ class Attempt:
 
     Positions are the log's: `first` is the claim, `last` the event that ended it (or the latest seen)."""
 
-    version: int
+    revision: int
     attempt: int
     start: str
     first: int
@@ -32,6 +33,28 @@ class Attempt:
     last: int = 0
     outcome: str = OPEN
     reason: str | None = None
+    # 7.6: (time, kind, label) of what happened inside the attempt: a step's deployer done ("step"),
+    # a measurement ("passed", "failed", "inconclusive"), a pause ("paused"), a promote ("promoted")
+    marks: list[tuple[str, str, str]] = field(default_factory=list)
+    rolled_back_as: int | None = None  # the version of the automatic rollback that followed this failure
+
+
+_AUTO_ROLLBACK = "automatic rollback to"  # (domain.deployment.AUTO_ROLLBACK)
+
+
+def _mark(type_: str, data: dict[str, Any]) -> tuple[str, str] | None:
+    """The kind and label of a mark inside an attempt's bar, for an event of steps and verification."""
+    if type_ == "DeployerSucceeded" and "-step-" in str(data.get("name", "")):
+        return "step", f"step {str(data['name']).rsplit('-', 1)[-1]} deployed"
+    if type_ == "MeasurementRecorded":
+        return str(
+            data.get("outcome")
+        ), f"measurement {data.get('number')} (step {data.get('step')}): {data.get('outcome')}"
+    if type_ == "StepPaused":
+        return "paused", f"paused after step {data.get('step')} ({data.get('why')})"
+    if type_ == "Promoted":
+        return "promoted", f"promoted{' --full' if data.get('full') else ''} at step {data.get('step')}"
+    return None
 
 
 def attempts(db: sqlite_utils.Database, name: str) -> list[Attempt]:
@@ -43,22 +66,29 @@ def attempts(db: sqlite_utils.Database, name: str) -> list[Attempt]:
     phase: dict[int, str] = {}
     running: dict[int, Attempt] = {}
     found: list[Attempt] = []
-    for position, type_, version, timestamp, text in db.execute(_EVENTS, (name,)):
+    for position, type_, revision, timestamp, text in db.execute(_EVENTS, (name,)):
         data = document(text)[1]
-        before = phase.get(version)
-        phase[version] = after = phases.phase_after(before, type_, data)
+        before = phase.get(revision)
+        phase[revision] = after = phases.phase_after(before, type_, data)
         if type_ == "DeployerClaimed":
-            running[version] = Attempt(version, data["attempt"], timestamp, position, last=position)
-            found.append(running[version])
-        current = running.get(version)
+            running[revision] = Attempt(revision, data["attempt"], timestamp, position, last=position)
+            found.append(running[revision])
+        if type_ == "Created" and str(data.get("cause", "")).startswith(_AUTO_ROLLBACK):
+            for failed in found:  # the failed revision is the one before (rollout.rollback_due)
+                if failed.revision == revision - 1 and failed.outcome == FAILED:
+                    failed.rolled_back_as = revision
+        current = running.get(revision)
         if current is None:
             continue
         current.last = position
+        mark = _mark(type_, data)
+        if mark is not None:
+            current.marks.append((timestamp, *mark))
         if after in phases.TERMINAL and before not in phases.TERMINAL:
             current.end = timestamp
             current.outcome = _outcome(after, type_)
             current.reason = data.get("reason") if after == phases.FAILED else None
-            del running[version]
+            del running[revision]
     return found
 
 

@@ -8,8 +8,11 @@ from typing import Any
 
 import sqlite_utils
 
-from domain.errors import NotFound
-from projections.records import document
+from rollouts.domain.errors import NotFound
+from rollouts.domain.freeze import ALL_ID
+from rollouts.domain.gate_audit import TYPES
+from rollouts.domain.step_audit import CONFIG_TYPES
+from rollouts.projections.records import document
 
 Row = dict[str, Any]
 _DEPLOYMENT_EVENTS = (
@@ -23,7 +26,7 @@ class EventFilter:
     """Which events to list: each field that is not None narrows the list (`since` is an ISO time in UTC)."""
 
     config: str | None = None
-    version: int | None = None
+    revision: int | None = None
     type: str | None = None
     actor: str | None = None
     since: str | None = None
@@ -38,12 +41,12 @@ def require_config(db: sqlite_utils.Database, name: str) -> None:
         raise NotFound(f"config {name!r} not found")
 
 
-def require_revision(db: sqlite_utils.Database, name: str, version: int) -> None:
-    """NotFound unless config `name` has a deployment `version` in the log (as `rollout history` says)."""
+def require_revision(db: sqlite_utils.Database, name: str, revision: int) -> None:
+    """NotFound unless config `name` has a deployment `revision` in the log (as `rollout history` says)."""
     require_config(db, name)
     sql = "SELECT 1 FROM streams WHERE kind = 'deployment' AND config = ? AND version = ?"
-    if not db.execute(sql, (name, version)).fetchone():
-        raise NotFound(f"config {name!r} has no revision {version}")
+    if not db.execute(sql, (name, revision)).fetchone():
+        raise NotFound(f"config {name!r} has no revision {revision}")
 
 
 def has_type(db: sqlite_utils.Database, type_: str) -> bool:
@@ -53,14 +56,14 @@ def has_type(db: sqlite_utils.Database, type_: str) -> bool:
 
 def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
     """The events `only` lets through, in log order, with `data` decoded and who ran the command (`os_user`)."""
-    if only.config is not None and only.version is not None:
-        require_revision(db, only.config, only.version)
+    if only.config is not None and only.revision is not None:
+        require_revision(db, only.config, only.revision)
     elif only.config is not None:
         require_config(db, only.config)
     clauses, args = [], []
     for column, value in (
         ("config", only.config),
-        ("version", only.version),
+        ("version", only.revision),
         ("type", only.type),
         ("actor", only.actor),
     ):
@@ -83,8 +86,8 @@ def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
 def deployment_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[tuple[int, str, str, int, Row]]:
     """(position, type, config, version, data) of every deployment event (of config `name`), in log order."""
     sql = _DEPLOYMENT_EVENTS + (" AND config = ?" if name else "") + " ORDER BY position"
-    for position, type_, config, version, data in db.execute(sql, [name] if name else []):
-        yield position, type_, config, version, document(data)[1]
+    for position, type_, config, revision, data in db.execute(sql, [name] if name else []):
+        yield position, type_, config, revision, document(data)[1]
 
 
 def gate_events(
@@ -92,18 +95,33 @@ def gate_events(
 ) -> Iterator[tuple[int, str, str | None, int | None, str, Row]]:
     """(position, type, config, version, timestamp, data) of the events domain/gate_audit reads (of config
     `name`, and the freezes of all), in log order; config is None for a freeze of all."""
-    from domain.freeze import ALL_ID
-    from domain.gate_audit import TYPES
 
     sql = f"SELECT position, type, config, version, timestamp, data, stream FROM events WHERE type IN ({_marks(TYPES)})"
     args: list[Any] = list(TYPES)
     if name:
         sql += " AND (config = ? OR stream = ?)"
         args += [name, str(ALL_ID)]
-    for position, type_, config, version, timestamp, data, stream in db.execute(sql + " ORDER BY position", args):
+    for position, type_, config, revision, timestamp, data, stream in db.execute(sql + " ORDER BY position", args):
         if stream == str(ALL_ID):
             config = None
-        yield position, type_, config, version, timestamp, document(data)[1]
+        yield position, type_, config, revision, timestamp, document(data)[1]
+
+
+def step_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[tuple[int, str, str, int | None, Row]]:
+    """(position, type, config, version, data) of every deployment event and of the config events
+    domain/step_audit reads (version None), of config `name`, in log order."""
+
+    sql = (
+        "SELECT e.position, e.type, e.config, e.version, e.data, s.kind FROM events e JOIN streams s"
+        " ON s.stream = e.stream WHERE (s.kind = 'deployment'"
+        f" OR (s.kind = 'config' AND e.type IN ({_marks(CONFIG_TYPES)})))"
+    )
+    args: list[Any] = list(CONFIG_TYPES)
+    if name:
+        sql += " AND e.config = ?"
+        args.append(name)
+    for position, type_, config, revision, data, kind in db.execute(sql + " ORDER BY e.position", args):
+        yield position, type_, config, revision if kind == "deployment" else None, document(data)[1]
 
 
 def _marks(values: tuple[str, ...]) -> str:

@@ -15,11 +15,11 @@ from typing import Any
 
 import sqlite_utils
 
-from projections import streams
-from projections.projection import Fold
-from projections.records import KINDS, Record, decode, known_topics
-from projections.source import EventSource, SQLiteLog
-from projections.writer import Writer
+from rollouts.projections import streams
+from rollouts.projections.projection import Fold
+from rollouts.projections.records import KINDS, Record, decode, known_topics
+from rollouts.projections.source import EventSource, SQLiteLog
+from rollouts.projections.writer import Writer
 
 Row = tuple[Any, ...]
 RowOf = Callable[[Record, str | None, int | None], Row]

@@ -12,10 +12,10 @@ from functools import partial
 
 import sqlite_utils
 
-from projections.audit_sql import STREAMS, TOPICS, RowOf, SQLAuditFold
-from projections.pg_log import PostgresLogFile
-from projections.records import topic_parts
-from projections.source import EventSource, PostgresLog
+from rollouts.projections.audit_sql import STREAMS, TOPICS, RowOf, SQLAuditFold
+from rollouts.projections.pg_log import PostgresLogFile
+from rollouts.projections.records import topic_parts
+from rollouts.projections.source import EventSource, PostgresLog
 
 STAGING = (
     "CREATE TEMP TABLE audit_log "

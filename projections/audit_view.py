@@ -7,10 +7,11 @@ from typing import Any
 
 import sqlite_utils
 
-from projections import streams
-from projections.projection import Fold, Projection, Sink
-from projections.records import Record
-from projections.source import EventSource, Log, PostgresLog
+from rollouts.projections import streams
+from rollouts.projections.audit_sql import SQLAuditFold
+from rollouts.projections.projection import Fold, Projection, Sink
+from rollouts.projections.records import Record
+from rollouts.projections.source import EventSource, Log, PostgresLog
 
 CREATE_EVENTS = """
 CREATE TABLE IF NOT EXISTS events (
@@ -54,11 +55,11 @@ class AuditView(Projection):
         if log is None:
             return self.fold(conn)
         if isinstance(log, PostgresLog):
-            from projections.audit_staged import StagedAuditFold  # rebuilds only: not on every read's import path
+            from rollouts.projections.audit_staged import (
+                StagedAuditFold,  # start-up cost: rebuilds from PostgreSQL only, not on every read's import path
+            )
 
             return StagedAuditFold(db, log, head, source, row)
-        from projections.audit_sql import SQLAuditFold
-
         return SQLAuditFold(db, log, head, source, row)
 
 

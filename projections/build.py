@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
-from projections import files
-from projections.audit_sql import Unreadable
-from projections.files import Tracked
-from projections.log_file import LogFile
-from projections.projection import Fold, Projection
-from projections.records import decode, decode_stamped, record, record_stamped, topic_parts
-from projections.source import EventSource, Log, PostgresLog, SQLiteLog, direct_log
-from projections.writer import Writer
+from rollouts.projections import files
+from rollouts.projections.audit_sql import Unreadable
+from rollouts.projections.files import Tracked
+from rollouts.projections.log_file import LogFile
+from rollouts.projections.projection import Fold, Projection
+from rollouts.projections.records import decode, decode_stamped, record, record_stamped, topic_parts
+from rollouts.projections.source import EventSource, Log, PostgresLog, SQLiteLog, direct_log
+from rollouts.projections.writer import Writer
 
 if TYPE_CHECKING:
-    from projections.pg_log import PostgresLogFile
+    from rollouts.projections.pg_log import PostgresLogFile
 
 FLUSH = 100_000  # positions between two writes of the rows the folds changed
 PARALLEL_FROM = 50_000  # events: below, a process's start costs about what it saves
@@ -40,21 +40,24 @@ def build(
     log_id: str,
     batch: int,
     progress: Progress | None = None,
+    indexes: bool = True,
 ) -> int:
     """Fold `source` up to at least `head`, reading `batch` events at a time, into new files at `paths`.
 
-    Returns the position reached. On any error the files are removed. From a log of PARALLEL_FROM
-    events or more that a rebuild can read itself (a local SQLite file, or PostgreSQL), every
-    projection but the last is folded by another process (see build_worker), which reads the log
-    itself, while this one folds the last (the audit view, which SQLite builds in a thread of its
-    own, see audit_sql and audit_staged): the Python folds and SQLite's share no GIL."""
+    Returns the position reached. Without `indexes`, the files lack the indexes that enforce nothing
+    (a fold read once by key, as audit's, has no use for them). On any error the files are removed.
+    From a log of PARALLEL_FROM events or more that a rebuild can read itself (a local SQLite file,
+    or PostgreSQL), every projection but the last is folded by another process (see build_worker),
+    which reads the log itself, while this one folds the last (the audit view, which SQLite builds
+    in a thread of its own, see audit_sql and audit_staged): the Python folds and SQLite's share no
+    GIL."""
     log = direct_log(source)
     try:
         if log is not None and len(projections) > 1 and head >= PARALLEL_FROM:
             return _parallel(source, projections, paths, head, log_id, batch, progress, log)
-        return _build(source, projections, paths, head, log_id, batch, progress, log)
+        return _build(source, projections, paths, head, log_id, batch, progress, log, indexes)
     except Unreadable:
-        return _build(source, projections, paths, head, log_id, batch, progress, None)
+        return _build(source, projections, paths, head, log_id, batch, progress, None, indexes)
 
 
 def _parallel(
@@ -67,7 +70,7 @@ def _parallel(
     progress: Progress | None,
     log: SQLiteLog | PostgresLog,
 ) -> int:
-    from projections import build_worker  # large rebuilds only
+    from rollouts.projections import build_worker  # start-up cost: large rebuilds only (and it imports build)
 
     *others, last = projections
     worker = build_worker.start({p.name: paths[p.name] for p in others}, log, head, log_id, batch)
@@ -96,6 +99,7 @@ def _build(
     batch: int,
     progress: Progress | None,
     log: Log,
+    indexes: bool = True,
 ) -> int:
     dbs: dict[str, sqlite_utils.Database] = {}
     folds: list[Fold] = []
@@ -118,7 +122,7 @@ def _build(
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)
         for name, statements in deferred.items():
-            for statement in statements:
+            for statement in statements if indexes else ():
                 dbs[name].execute(statement)
         for p in projections:
             files.track(dbs[p.name], p.name, Tracked(p.version, at, log_id))
@@ -158,7 +162,9 @@ def open_log(log: Log) -> LogFile | PostgresLogFile | None:
     if log is None:
         return None
     if isinstance(log, PostgresLog):
-        from projections.pg_log import PostgresLogFile  # a PostgreSQL log only: psycopg loads for it alone
+        from rollouts.projections.pg_log import (
+            PostgresLogFile,  # start-up cost: psycopg loads for a PostgreSQL log alone
+        )
 
         return PostgresLogFile(log)
     return LogFile(log)

@@ -1,6 +1,6 @@
 """Projections rebuilt by a process of their own from a log it reads itself, SQLite or PostgreSQL (see build.build).
 
-    echo '{"paths": {NAME: PATH}, "log": {"sqlite": [PATH, TABLE]}, ...}' | python -m projections.build_worker
+    echo '{"paths": {NAME: PATH}, "log": {"sqlite": [PATH, TABLE]}, ...}' | python -m rollouts.projections.build_worker
 
 The task comes on stdin, not in argv, which anyone on the machine may read: a PostgreSQL log's
 conninfo may hold a password. It writes their files as build does, prints the position it reached,
@@ -16,20 +16,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from projections.source import PostgresLog, SQLiteLog
+from rollouts.projections import build
+from rollouts.projections.health import WorkerFailed, broke_a_file
+from rollouts.projections.rebuild import paused_gc
+from rollouts.projections.registry import BY_NAME
+from rollouts.projections.source import PostgresLog, SQLiteLog
 
 if TYPE_CHECKING:
-    from projections.log_file import LogFile
-    from projections.pg_log import PostgresLogFile
-
-
-class WorkerFailed(RuntimeError):
-    """A rebuild's worker process failed (its message says why); `broken`: a file it read or wrote
-    was not what it should be (see health.broke_a_file)."""
-
-    def __init__(self, message: str, broken: bool = False) -> None:
-        super().__init__(message)
-        self.broken = broken
+    from rollouts.projections.log_file import LogFile
+    from rollouts.projections.pg_log import PostgresLogFile
 
 
 BROKE_A_FILE = 3  # the worker's exit code when health.broke_a_file(its error)
@@ -70,7 +65,7 @@ def start(paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_i
     # The worker imports this package from where this process found it.
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    argv = [sys.executable, "-m", "projections.build_worker"]
+    argv = [sys.executable, "-m", "rollouts.projections.build_worker"]
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with proc.stdin:  # type: ignore[union-attr] - a pipe, asked for above
         proc.stdin.write(json.dumps(task).encode())  # type: ignore[union-attr]
@@ -79,9 +74,6 @@ def start(paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_i
 
 
 def main(task_text: str) -> int:
-    from projections import build
-    from projections.rebuild import paused_gc
-    from projections.registry import BY_NAME
 
     task = json.loads(task_text)
     where = task["log"]
@@ -100,8 +92,6 @@ def main(task_text: str) -> int:
         finally:
             source.close()
     except Exception as error:  # noqa: BLE001 - told to the parent in one line
-        from projections.health import broke_a_file
-
         print(f"{type(error).__name__}: {' '.join(str(error).split())}", file=sys.stderr)
         return BROKE_A_FILE if broke_a_file(error) else 1
     print(at)

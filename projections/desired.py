@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlite_utils
 
-from domain import phases
-from projections import freezes
-from projections.projection import Fold, Projection, Sink
-from projections.records import Record
-from projections.rows import Table
+from rollouts.domain import phases
+from rollouts.projections import freezes
+from rollouts.projections.projection import Fold, Projection, Sink
+from rollouts.projections.records import Record
+from rollouts.projections.rows import Table
 
 CREATE = """
 CREATE TABLE IF NOT EXISTS open_deployments (
     stream TEXT PRIMARY KEY, config TEXT, version INTEGER, attempt INTEGER, phase TEXT,
     step TEXT, step_kind TEXT, created INTEGER, started INTEGER, cancel INTEGER,
-    claimant TEXT, claimed_at TEXT, timeout INTEGER, notification_id INTEGER, approval INTEGER)
+    claimant TEXT, claimed_at TEXT, timeout INTEGER, notification_id INTEGER, approval INTEGER,
+    step_at TEXT, step_delay INTEGER, held REAL, verify_timeout INTEGER)
 """
 COLUMNS = (
     "stream",
@@ -35,17 +37,29 @@ COLUMNS = (
     "timeout",
     "notification_id",
     "approval",  # 1: the attempt waits for `rollout approve`
+    # 7.6: when the step became current (a measurement: when it was created), the seconds after that it is
+    # due (NULL: a pause that waits for a human), the seconds the attempt was paused for a human before
+    # (not counted toward --timeout), and how long a measurement may run.
+    "step_at",
+    "step_delay",
+    "held",
+    "verify_timeout",
 )
 STEP_MARKS = {
     "DeployerCreated": "created",
     "HookCreated": "created",
+    "MeasurementCreated": "created",
+    "StepPaused": "created",
     "DeployerStarted": "started",
     "HookStarted": "started",
+    "MeasurementStarted": "started",
 }
+# The events that end a step and name the next (their `next`)
+MOVES = ("DeployerSucceeded", "HookSucceeded", "HookFailed", "MeasurementRecorded", "PauseEnded", "Promoted")
 
 # Events whose row change follows from their type alone (see _advance and phases.phase_after)
 _NO_DATA = frozenset(
-    {*STEP_MARKS, "CancelRequested", "Cancelled", "DeployerFailed", "DeployerLost", "Approved", "Unfrozen"}
+    {*STEP_MARKS, "CancelRequested", "Cancelled", "DeployerFailed", "DeployerLost", "Approved", "Unfrozen", "Aborted"}
 )
 
 
@@ -53,7 +67,7 @@ class Desired(Projection):
     """A row per deployment; the controller reads the open ones through an index on phase. And the freezes."""
 
     name = "desired"
-    version = 2  # 2: approvals and freezes
+    version = 3  # 2: approvals and freezes. 3: steps, measurements and pauses (7.6)
     tables = ("open_deployments", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
@@ -128,6 +142,10 @@ def _created(r: Record) -> dict[str, Any]:
         "timeout": r.data["spec"]["timeout"],
         "notification_id": None,
         "approval": 1 if r.data["spec"].get("require_approval") else 0,
+        "step_at": None,
+        "step_delay": 0,
+        "held": 0.0,
+        "verify_timeout": r.data["spec"].get("verify_timeout", 30),
     }
 
 
@@ -136,14 +154,18 @@ def _advance(row: dict[str, Any], r: Record) -> None:
     row["phase"] = phases.phase_after(row["phase"], r.type, r.data)
     row["notification_id"] = r.position
     if r.type == "DeployerClaimed":
-        row.update(claimant=r.data["claimant"], claimed_at=r.timestamp, attempt=r.data["attempt"])
-        _enter(row, r.data["step"])
-    elif r.type in ("DeployerSucceeded", "HookSucceeded", "HookFailed"):
-        _enter(row, r.data.get("next"))
+        row.update(claimant=r.data["claimant"], claimed_at=r.timestamp, attempt=r.data["attempt"], held=0.0)
+        _enter(row, r.data["step"], r.timestamp)
+    elif r.type in MOVES:
+        if r.type in ("PauseEnded", "Promoted") and row["step_delay"] is None and row["step_at"]:
+            row["held"] = (row["held"] or 0.0) + _seconds(row["step_at"], r.timestamp)
+        _enter(row, r.data.get("next"), r.timestamp)
     elif r.type in STEP_MARKS:
         row[STEP_MARKS[r.type]] = 1
         row["created"] = 1
-    elif r.type == "CancelRequested":
+        if r.type == "MeasurementCreated":
+            row["step_at"] = r.timestamp  # a measurement's --verify-timeout runs from its creation
+    elif r.type in ("CancelRequested", "AbortRequested"):
         row["cancel"] = 1
     elif r.type == "RetryRequested":
         row.update(attempt=r.data["attempt"], cancel=0, claimant=None, claimed_at=None)
@@ -151,7 +173,15 @@ def _advance(row: dict[str, Any], r: Record) -> None:
         _enter(row, None)
     elif r.type == "Approved":
         row["approval"] = 0
+    elif r.type == "ClaimTaken":
+        row["claimant"] = r.data["claimant"]
 
 
-def _enter(row: dict[str, Any], step: dict[str, Any] | None) -> None:
+def _enter(row: dict[str, Any], step: dict[str, Any] | None, at: str | None = None) -> None:
+    delay = step.get("delay", 0) if step else 0
     row.update(step=step and step["name"], step_kind=step and step["kind"], created=0, started=0)
+    row.update(step_at=at, step_delay=delay)
+
+
+def _seconds(start: str, end: str) -> float:
+    return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())

@@ -8,11 +8,11 @@ from typing import Any
 
 import sqlite_utils
 
-from domain import freeze as freezes
-from domain import ids
-from projections.projection import Sink
-from projections.records import Record
-from projections.rows import Table
+from rollouts.domain import freeze as freezes
+from rollouts.domain import ids
+from rollouts.projections.projection import Sink
+from rollouts.projections.records import Record
+from rollouts.projections.rows import Table
 
 CREATE = """
 CREATE TABLE IF NOT EXISTS freezes (stream TEXT PRIMARY KEY, scope TEXT, frozen INTEGER, by TEXT, reason TEXT,

@@ -9,15 +9,25 @@ from pathlib import Path
 
 import sqlite_utils
 
-from domain.errors import StoreProblem
-from projections import files
-from projections.projection import Projection
+from rollouts.domain.errors import StoreProblem
+from rollouts.projections import files
+from rollouts.projections.files import CatalogLost
+from rollouts.projections.projection import Projection
 
 # SQLite's primary result codes that say "this file is not what it should be", not "try again":
 # SQLITE_ERROR (no such table, no such column, ...), SQLITE_CORRUPT, SQLITE_SCHEMA, SQLITE_NOTADB.
 # Busy, locked, full, I/O and permission errors are about the machine, never a reason to rebuild.
 _BROKEN_CODES = frozenset({1, 11, 17, 26})
 _BUILD_AGAIN_CODES = _BROKEN_CODES | {10}  # and SQLITE_IOERR, for a build (see broke_a_file)
+
+
+class WorkerFailed(RuntimeError):
+    """A rebuild's worker process failed (its message says why); `broken`: a file it read or wrote
+    was not what it should be (see health.broke_a_file)."""
+
+    def __init__(self, message: str, broken: bool = False) -> None:
+        super().__init__(message)
+        self.broken = broken
 
 
 class BrokenView(StoreProblem):
@@ -47,8 +57,6 @@ def broke_a_file(error: BaseException) -> bool:
     an operator putting old projections back does), in this thread, in a rebuild's writer thread
     (chained) or in a build worker; or a catalog lost, or a live view found broken. The log being the
     truth, the build may start again from it (a disk that keeps failing fails it again)."""
-    from projections.build_worker import WorkerFailed
-    from projections.files import CatalogLost
 
     if isinstance(error, (CatalogLost, BrokenView, FileNotFoundError)):  # (its own file removed under it)
         return True

@@ -11,18 +11,20 @@ from typing import Any
 import orjson
 import sqlite_utils
 
-from domain import phases
-from projections import freezes
-from projections.projection import Fold, Projection, Sink
-from projections.records import Record
-from projections.rows import Table
+from rollouts.domain import phases
+from rollouts.projections import freezes
+from rollouts.projections.projection import Fold, Projection, Sink
+from rollouts.projections.records import Record
+from rollouts.projections.rows import Table
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS configs (stream TEXT PRIMARY KEY, name TEXT UNIQUE, spec TEXT,
        paused INTEGER, latest_version INTEGER, created_at TEXT, updated_at TEXT)""",
     """CREATE TABLE IF NOT EXISTS deployments (stream TEXT PRIMARY KEY, config TEXT, version INTEGER,
        phase TEXT, reason TEXT, attempt INTEGER, cause TEXT, message TEXT, actor TEXT, step TEXT,
-       created_at TEXT, started_at TEXT, finished_at TEXT, spec TEXT, needs_approval INTEGER, approved_by TEXT)""",
+       created_at TEXT, started_at TEXT, finished_at TEXT, spec TEXT, needs_approval INTEGER, approved_by TEXT,
+       step_index INTEGER, step_count INTEGER, weight INTEGER, paused TEXT, passed INTEGER, failed INTEGER,
+       inconclusive INTEGER, rollback_of INTEGER)""",
     "CREATE UNIQUE INDEX IF NOT EXISTS deployments_config ON deployments (config, version)",
     # /metrics counts deployments by phase from this index alone (the rows carry their spec).
     "CREATE INDEX IF NOT EXISTS deployments_phase ON deployments (config, phase)",
@@ -52,6 +54,16 @@ COLUMNS = {
         "spec",
         "needs_approval",  # the current attempt waits for `rollout approve` until approved_by is set
         "approved_by",
+        # 7.6: the current (or last) rollout step, of how many, its weight; why the attempt is paused (step,
+        # inconclusive, or NULL); its measurements by outcome; the failed version an automatic rollback follows
+        "step_index",
+        "step_count",
+        "weight",
+        "paused",
+        "passed",
+        "failed",
+        "inconclusive",
+        "rollback_of",
     ),
     "steps": (
         "name",
@@ -110,18 +122,34 @@ def ending_key(config: str, outcome: str, le: float | None) -> str:
 STEP_STATE = {
     "DeployerCreated": "created",
     "HookCreated": "created",
+    "MeasurementCreated": "created",
     "DeployerStarted": "running",
     "HookStarted": "running",
+    "MeasurementStarted": "running",
     "DeployerSucceeded": "succeeded",
     "HookSucceeded": "succeeded",
     "DeployerFailed": "failed",
     "HookFailed": "failed",
     "DeployerLost": "lost",
     "Cancelled": "cancelled",
+    "Aborted": "cancelled",
+    "PauseEnded": "ended",
+    "Promoted": "promoted",
 }
+AUTO_ROLLBACK = "automatic rollback to"  # (domain.deployment.AUTO_ROLLBACK: the cause of one)
 
 
-_STEP_MOVES = frozenset({"DeployerClaimed", "DeployerSucceeded", "HookSucceeded", "HookFailed"})
+_STEP_MOVES = frozenset(
+    {
+        "DeployerClaimed",
+        "DeployerSucceeded",
+        "HookSucceeded",
+        "HookFailed",
+        "MeasurementRecorded",
+        "PauseEnded",
+        "Promoted",
+    }
+)
 _CONFIG_CHANGES = frozenset({"SpecChanged", "Paused", "Resumed", "RolloutTriggered"})
 # Events whose row changes follow from their type and time alone: no next step, exit code nor reason
 _NO_DATA = frozenset(
@@ -143,7 +171,8 @@ class History(Projection):
     name = "history"
     # 2: approvals and freezes; endings, and the deployments_phase index. 3: specs as compact JSON.
     # 4: a NaN or an infinity in a spec as the log holds it (orjson wrote null); a succeeded run's exit code 0.
-    version = 4
+    # 5: steps, measurements, pauses and automatic rollbacks (7.6).
+    version = 5
     tables = ("configs", "deployments", "steps", "endings", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
@@ -239,6 +268,15 @@ class HistoryFold(Fold):
                     "spec": spec_text(data["spec"], r.text),
                     "needs_approval": 1 if data["spec"].get("require_approval") else 0,
                     "approved_by": None,
+                    "step_index": None,
+                    "step_count": len(data["spec"].get("steps") or [100]),
+                    "weight": None,
+                    "paused": None,
+                    "passed": 0,
+                    "failed": 0,
+                    "inconclusive": 0,
+                    # the failed version is the config's latest when its rollback is triggered, in that save
+                    "rollback_of": data["revision"] - 1 if data["cause"].startswith(AUTO_ROLLBACK) else None,
                 }
             )
             return
@@ -249,6 +287,7 @@ class HistoryFold(Fold):
         self._step(row, r, type_, data)
         before = row["phase"]
         row["phase"] = after = phases.phase_after(before, type_, data)
+        _progress(row, type_, data)
         if type_ == "RetryRequested":
             row.update(attempt=data["attempt"], reason=None, started_at=None, finished_at=None)
             row.update(needs_approval=1 if data.get("needs_approval") else 0, approved_by=None)
@@ -259,6 +298,7 @@ class HistoryFold(Fold):
         if after in phases.TERMINAL and before not in phases.TERMINAL:
             row["finished_at"] = r.timestamp
             self._ended(row, after, r.timestamp)
+            row["paused"] = None
             if after == phases.FAILED:
                 row["reason"] = "cancelled" if type_ in ("Cancelled", "CancelRequested") else data.get("reason")
         deployments.changed[r.stream] = row
@@ -284,7 +324,7 @@ class HistoryFold(Fold):
 
     def _step(self, deployment: dict[str, Any], r: Record, type_: str, data: dict[str, Any]) -> None:
         """Follow the deployer and hook runs of the current attempt."""
-        state = STEP_STATE.get(type_)
+        state = data.get("outcome") if type_ == "MeasurementRecorded" else STEP_STATE.get(type_)
         if state is not None and deployment["step"]:
             current = self.steps.get(deployment["step"])
             if current is not None:
@@ -311,7 +351,7 @@ class HistoryFold(Fold):
                     "attempt": data["attempt"],
                     "kind": nxt["kind"],
                     "try": nxt["try"],
-                    "state": "waiting",
+                    "state": "paused" if nxt["kind"] == "pause" else "waiting",
                     "exit_code": None,
                     "reason": None,
                     "created_at": r.timestamp,
@@ -319,3 +359,20 @@ class HistoryFold(Fold):
                     "finished_at": None,
                 }
             )
+
+
+def _progress(row: dict[str, Any], type_: str, data: dict[str, Any]) -> None:
+    """Follow an attempt's rollout step, weight, pause and measurements (7.6)."""
+    nxt = data.get("step") if type_ == "DeployerClaimed" else data.get("next")
+    if nxt and nxt.get("kind") == "deployer":
+        weights = (json.loads(row["spec"]).get("steps") if '"steps"' in row["spec"] else None) or [100]
+        index = int(nxt.get("index", 1))
+        row.update(step_index=index, weight=weights[min(index, len(weights)) - 1])
+    if type_ == "StepPaused":
+        row["paused"] = data.get("why")
+    elif type_ in ("PauseEnded", "Promoted"):
+        row["paused"] = None
+    elif type_ == "MeasurementRecorded" and data.get("outcome") in ("passed", "failed", "inconclusive"):
+        row[data["outcome"]] = (row[data["outcome"]] or 0) + 1
+    elif type_ == "RetryRequested":
+        row.update(step_index=None, weight=None, paused=None, passed=0, failed=0, inconclusive=0)

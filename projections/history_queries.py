@@ -10,9 +10,10 @@ from typing import Any
 
 import sqlite_utils
 
-from domain.errors import NotFound
-from projections import freezes
-from projections.history import DURATION_BUCKETS
+from rollouts.domain.errors import NotFound
+from rollouts.domain.spec_defaults import STEP_DEFAULTS
+from rollouts.projections import freezes
+from rollouts.projections.history import DURATION_BUCKETS
 
 Row = dict[str, Any]
 
@@ -49,9 +50,16 @@ def configs(db: sqlite_utils.Database, name: str | None = None, now: datetime | 
         row["spec"] = json.loads(row["spec"])
         row["spec"].setdefault("pass_env", [])  # left out of the stored spec when empty
         row["spec"].setdefault("require_approval", False)  # left out when off
+        for key, default in STEP_DEFAULTS.items():  # the fields of 7.6: left out at their defaults
+            row["spec"].setdefault(key, default)
         row["paused"] = bool(row["paused"])
         row["latest_phase"] = row.pop("phase")
     return rows
+
+
+def config_names(db: sqlite_utils.Database) -> list[str]:
+    """Every config's name, in order."""
+    return [name for (name,) in db.execute("SELECT name FROM configs ORDER BY name")]
 
 
 def deployments(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
@@ -106,6 +114,26 @@ def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
     for config, outcome, n in db.execute(_ENDINGS):
         counts.setdefault(config, {})[outcome] = int(n)
     return [(c, ends.get("complete", 0), ends.get("failed", 0)) for c, ends in sorted(counts.items())]
+
+
+_STEP_COUNTS = (
+    "SELECT config, sum(passed), sum(failed), sum(inconclusive), count(rollback_of) FROM deployments{}"
+    " GROUP BY config HAVING sum(passed) + sum(failed) + sum(inconclusive) + count(rollback_of) > 0 ORDER BY config"
+)
+
+
+def verification_counts(
+    db: sqlite_utils.Database, configs: Collection[str] | None = None
+) -> list[tuple[str, int, int, int, int]]:
+    """(config, measurements passed, failed, inconclusive, automatic rollbacks) of each config that has had
+    a measurement or a rollback (7.6); only of `configs` when given. (A measurement is counted in its
+    attempt's row: a retry starts its count again.)"""
+    if configs is None:
+        return [tuple(r) for r in db.execute(_STEP_COUNTS.format("")).fetchall()]  # type: ignore[misc]
+    if not configs:
+        return []
+    rows = db.execute(_STEP_COUNTS.format(_OF_CONFIGS), [json.dumps(list(configs))]).fetchall()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
 
 
 def duration_buckets(db: sqlite_utils.Database) -> tuple[list[tuple[float, int]], int, float]:

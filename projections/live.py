@@ -10,13 +10,13 @@ from pathlib import Path
 
 import sqlite_utils
 
-from domain.errors import StoreProblem
-from projections import files, health, locks
-from projections.files import Catalog, CatalogLost, Tracked
-from projections.health import BrokenView
-from projections.projection import Projection
-from projections.registry import BY_NAME
-from projections.source import EventSource
+from rollouts.domain.errors import StoreProblem
+from rollouts.projections import files, health, locks
+from rollouts.projections.files import Catalog, CatalogLost, Tracked
+from rollouts.projections.health import BrokenView
+from rollouts.projections.projection import Projection
+from rollouts.projections.registry import BY_NAME
+from rollouts.projections.source import EventSource
 
 Warn = Callable[[str], None]
 
@@ -24,7 +24,7 @@ Warn = Callable[[str], None]
 class LiveFiles:
     """The projections folder of one home, fed by one event source: which file serves each view.
 
-    Locks are taken in the order that `projections.locks` writes down."""
+    Locks are taken in the order that `rollouts.projections.locks` writes down."""
 
     def __init__(
         self,
@@ -186,7 +186,7 @@ class LiveFiles:
         with locks.catalog_write_unless_held(self.catalog) as taken:
             if self.catalog.current(p.name) == broken:
                 path = self.catalog.next_file(p.name)
-                from projections import build  # rebuilds only: not on every read's import path
+                from rollouts.projections import build  # rebuilds only: not on every read's import path
 
                 build.build(self.source, [p], {p.name: path}, self.source.head(), self.log_id(), build.REBUILD_BATCH)
                 self.catalog.point(p.name, path)

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 import sqlite_utils
 
-from projections.files import Catalog, CatalogLost, immediate
+from rollouts.projections.files import Catalog, CatalogLost, immediate
 
 
 def setup(catalog: Catalog) -> AbstractContextManager[None]:

@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from projections.records import Record
-from projections.source import SQLiteLog
+from rollouts.projections.records import Record
+from rollouts.projections.source import SQLiteLog
 
 MEMO_IDS = 5_000  # stream ids dashed and kept: a batch's events share them
 

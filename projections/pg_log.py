@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from projections.log_file import Make, Row
-from projections.records import Record
-from projections.source import PostgresLog
+from rollouts.projections.log_file import Make, Row
+from rollouts.projections.records import Record
+from rollouts.projections.source import PostgresLog
 
 CONNECT_TIMEOUT_S = 5
 

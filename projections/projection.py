@@ -9,8 +9,8 @@ from typing import Any, ClassVar, Protocol
 
 import sqlite_utils
 
-from projections.records import Record
-from projections.source import EventSource, Log
+from rollouts.projections.records import Record
+from rollouts.projections.source import EventSource, Log
 
 # Rows a fold keeps between batches; past this many it forgets them (they are written).
 CACHE_ROWS = 250_000

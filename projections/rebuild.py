@@ -1,6 +1,6 @@
 """Replaying views from zero while the live files serve: in place (all at once) or in a shadow file.
 
-Both never serve a position lower than one already served; see `projections.locks` for the
+Both never serve a position lower than one already served; see `rollouts.projections.locks` for the
 locks they hold and in which order."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from projections import files, locks
-from projections.projection import Projection
+from rollouts.projections import files, locks
+from rollouts.projections.projection import Projection
 
 if TYPE_CHECKING:
-    from projections.store import ProjectionStore
+    from rollouts.projections.store import ProjectionStore
 
 Progress = Callable[[int, int], None]
 
@@ -40,7 +40,7 @@ def in_place(store: ProjectionStore, projections: Sequence[Projection], progress
     lock is held throughout, as for shadow builds, and so is each live file's: no catch-up
     moves them meanwhile, so the new files never serve a position lower than they did.
     """
-    from projections import build  # rebuilds only: not on every read's import path
+    from rollouts.projections import build  # rebuilds only: not on every read's import path
 
     for p in projections:
         store.db(p.name)  # a file to hold, created when missing (that takes the catalog lock)

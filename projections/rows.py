@@ -5,7 +5,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from projections.projection import CACHE_ROWS, Sink
+from rollouts.projections.projection import CACHE_ROWS, Sink
 
 Row = dict[str, Any]
 

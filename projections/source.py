@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from projections.records import Notification
+from rollouts.projections.records import Notification
 
 
 class EventSource(Protocol):

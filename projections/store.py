@@ -1,7 +1,7 @@
 """Keeping read models at the head of the log: catch-up, rebuild (see `rebuild`), status.
 
-Which file serves each view, and healing the broken ones, is `projections.live`; the order in
-which all of these take their locks is written in `projections.locks`."""
+Which file serves each view, and healing the broken ones, is `rollouts.projections.live`; the order in
+which all of these take their locks is written in `rollouts.projections.locks`."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from collections.abc import Iterator, Sequence
 
 import sqlite_utils
 
-from projections import files, health, locks
-from projections import rebuild as rebuilding
-from projections.files import Tracked
-from projections.health import BrokenView
-from projections.live import LiveFiles, Warn
-from projections.projection import Projection
-from projections.rebuild import Progress
-from projections.records import Record, decode
-from projections.registry import ALL, BY_NAME, UnknownProjection, projections_named
+from rollouts.projections import files, health, locks
+from rollouts.projections import rebuild as rebuilding
+from rollouts.projections.files import Tracked
+from rollouts.projections.health import BrokenView
+from rollouts.projections.live import LiveFiles, Warn
+from rollouts.projections.projection import Projection
+from rollouts.projections.rebuild import Progress
+from rollouts.projections.records import Record, decode
+from rollouts.projections.registry import ALL, BY_NAME, UnknownProjection, projections_named
 
 __all__ = ["ALL", "BATCH", "BY_NAME", "ProjectionStore", "Progress", "UnknownProjection", "Warn", "projections_named"]
 

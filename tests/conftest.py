@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from adapters.cli import cli
+from rollouts.adapters.cli import cli
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Rollouts:
         self.env.pop("ROLLOUTS_STORE", None)
 
     def run(self, *args: str) -> Result:
-        from adapters.cli.errors import run
+        from rollouts.adapters.cli.errors import run
 
         runner = CliRunner()
         env = {"ROLLOUTS_HOME": str(self.home), "ROLLOUTS_ACTOR": "tester@test", "ROLLOUTS_STORE": self.store}
@@ -43,7 +43,7 @@ class Rollouts:
 
     def sh(self, *args: str, timeout: float = 60, env: dict[str, str] | None = None) -> Result:
         proc = subprocess.run(
-            [sys.executable, "-m", "adapters.cli", *args],
+            [sys.executable, "-m", "rollouts", *args],
             cwd=self.cwd,
             env={**self.env, **(env or {})},
             capture_output=True,
@@ -54,7 +54,7 @@ class Rollouts:
 
     def popen(self, *args: str, **kwargs: object) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "adapters.cli", *args],
+            [sys.executable, "-m", "rollouts", *args],
             cwd=self.cwd,
             env=self.env,
             text=True,
@@ -84,12 +84,6 @@ def rollouts(tmp_path: Path) -> Iterator[Rollouts]:
     work = tmp_path / "work"
     work.mkdir()
     yield Rollouts(tmp_path / "home", work)
-
-
-@pytest.fixture(autouse=True)
-def _repo_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    root = str(Path(__file__).resolve().parents[1])
-    monkeypatch.setenv("PYTHONPATH", root + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"

@@ -11,23 +11,28 @@ from pathlib import Path
 
 import click
 
+from rollouts.adapters import settings
+from rollouts.adapters.cli.errors import crash_home, run
+from rollouts.adapters.home import DEFAULT_HOME
+
 # command -> (module, attribute, one-line help); modules import lazily so --help stays fast.
 COMMANDS = {
-    "config": ("adapters.cli.config_cmds", "config", "Create, change and show deployment configs."),
-    "rollout": ("adapters.cli.rollout_cmds", "rollout", "Trigger, cancel, retry, undo and watch rollouts."),
-    "freeze": ("adapters.cli.freeze_cmds", "freeze", "Stop claims of configs' deployments for a while."),
-    "unfreeze": ("adapters.cli.freeze_cmds", "unfreeze", "Lift a freeze: deployments may be claimed again."),
-    "events": ("adapters.cli.audit_cmds", "events", "List the events of the log, filtered."),
-    "audit": ("adapters.cli.audit_cmds", "audit", "Check the whole history for broken invariants."),
-    "home": ("adapters.cli.home_cmds", "home", "Bind the home to the log as it is now (after a restore)."),
-    "log": ("adapters.cli.log_cmds", "log", "Verify the log's hash chain (tamper evidence)."),
-    "projections": ("adapters.cli.projection_cmds", "projections", "Show and rebuild the read models."),
-    "controller": ("adapters.cli.controller_cmds", "controller", "Run the reconciler that starts deployers."),
-    "deployers": ("adapters.cli.deployer_cmds", "deployers", "List and delete deployer processes."),
-    "logs": ("adapters.cli.deployer_cmds", "logs", "Print a deployment's deployer output."),
-    "notify": ("adapters.cli.notify_cmds", "notify", "Send deployment changes to HTTP sinks, once each."),
-    "serve": ("adapters.cli.serve_cmds", "serve", "Serve a read-only page, JSON API and metrics."),
-    "demo": ("adapters.cli.demo", "demo", "Run a narrated end-to-end rollout session."),
+    "config": ("rollouts.adapters.cli.config_cmds", "config", "Create, change and show deployment configs."),
+    "rollout": ("rollouts.adapters.cli.rollout_cmds", "rollout", "Trigger, cancel, retry, undo and watch rollouts."),
+    "freeze": ("rollouts.adapters.cli.freeze_cmds", "freeze", "Stop claims of configs' deployments for a while."),
+    "unfreeze": ("rollouts.adapters.cli.freeze_cmds", "unfreeze", "Lift a freeze: deployments may be claimed again."),
+    "events": ("rollouts.adapters.cli.audit_cmds", "events", "List the events of the log, filtered."),
+    "audit": ("rollouts.adapters.cli.audit_cmds", "audit", "Check the whole history for broken invariants."),
+    "home": ("rollouts.adapters.cli.home_cmds", "home", "Bind the home to the log as it is now (after a restore)."),
+    "log": ("rollouts.adapters.cli.log_cmds", "log", "Verify the log's hash chain (tamper evidence)."),
+    "projections": ("rollouts.adapters.cli.projection_cmds", "projections", "Show and rebuild the read models."),
+    "controller": ("rollouts.adapters.cli.controller_cmds", "controller", "Run the reconciler that starts deployers."),
+    "deployers": ("rollouts.adapters.cli.deployer_cmds", "deployers", "List and delete deployer processes."),
+    "claim": ("rollouts.adapters.cli.claim_cmds", "claim", "Ask whether a deployer's claim still holds (fencing)."),
+    "logs": ("rollouts.adapters.cli.deployer_cmds", "logs", "Print a deployment's deployer output."),
+    "notify": ("rollouts.adapters.cli.notify_cmds", "notify", "Send deployment changes to HTTP sinks, once each."),
+    "serve": ("rollouts.adapters.cli.serve_cmds", "serve", "Serve a read-only page, JSON API and metrics."),
+    "demo": ("rollouts.adapters.cli.demo", "demo", "Run a narrated end-to-end rollout session."),
 }
 
 
@@ -59,7 +64,7 @@ def default_actor() -> str:
     "--home",
     envvar="ROLLOUTS_HOME",
     show_envvar=True,
-    default=".rollouts",
+    default=DEFAULT_HOME,
     show_default=True,
     help="Directory holding the event store, projections and runtime.",
 )
@@ -68,7 +73,9 @@ def default_actor() -> str:
     envvar="ROLLOUTS_STORE",
     show_envvar=True,
     default=None,
-    help="Event store URL: postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME]. Default: events.db in the home.",
+    help="Event store URL: postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME], with libpq's sslmode,"
+    " sslrootcert, sslcert, sslkey, connect_timeout, application_name, target_session_attrs or options"
+    " as further parameters. Default: events.db in the home.",
 )
 @click.option(
     "--as", "actor", envvar="ROLLOUTS_ACTOR", show_envvar=True, default=None, help="Who is asking (default user@host)."
@@ -88,9 +95,11 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
       rollouts controller run --until-idle
       rollouts rollout history web
     """
-    from adapters.cli.errors import crash_home
-    from adapters.cli.state import State
+    from rollouts.adapters.cli.state import (
+        State,  # start-up cost: the app, stores and views load only when a command runs
+    )
 
+    settings.check()  # a bad ROLLOUTS_* value is a usage error before anything opens
     if not home.strip():  # Path("") is the current directory: a log would be made wherever one stands
         raise click.BadParameter("is empty: give a directory (or leave it unset for .rollouts)", param_hint="'--home'")
     crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
@@ -100,6 +109,4 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one `error:` line and an exit code."""
-    from adapters.cli.errors import run
-
     sys.exit(run(cli, argv))

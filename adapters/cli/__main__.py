@@ -1,5 +1,5 @@
-"""`python -m adapters.cli`."""
+"""`python -m rollouts`."""
 
-from adapters.cli import main
+from rollouts.adapters.cli import main
 
 main()

@@ -8,11 +8,13 @@ from typing import Any, TypeVar
 
 import click
 
-from adapters.cli.params import utc_text
-from adapters.cli.state import State
+from rollouts.adapters.cli.params import utc_text
+from rollouts.adapters.cli.state import State
+from rollouts.projections.as_of import config_history_at
+from rollouts.projections.audit_queries import last_position_at
 
 F = TypeVar("F", bound=Callable[..., Any])
-_POSITION = re.compile(r"\d{1,18}")
+_POSITION = re.compile(r"[0-9]{1,18}")  # ASCII: \d takes a full-width 5 for 5
 
 
 def as_of_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
@@ -43,13 +45,11 @@ def position_at(state: State, value: int | str) -> int:
         if value > head:
             raise click.BadParameter(f"position {value} is beyond the head of the log ({head})", param_hint="--as-of")
         return value
-    from projections.audit_queries import last_position_at
 
     return last_position_at(state.read("audit").db("audit"), value)
 
 
 def history_at(state: State, name: str, value: int | str) -> Any:
     """The history view of config `name` as the log stood at `value` (never the live view)."""
-    from projections.as_of import config_history_at
 
     return config_history_at(state.recorder.events_of, name, position_at(state, value))

@@ -1,4 +1,4 @@
-"""`rollouts events` and `rollouts audit`: the full history, read from the audit view."""
+"""`rollouts events` and `rollouts audit`: the history from the audit view, the invariants from the log."""
 
 from __future__ import annotations
 
@@ -6,11 +6,20 @@ from typing import Any
 
 import click
 
-from adapters.cli import completion
-from adapters.cli.output import emit_json, output_option, show
-from adapters.cli.params import iso_utc, valid_name
-from adapters.cli.state import State, pass_reader
-from adapters.cli.types import POSITION, REVISION, Whole
+from rollouts.adapters import event_documents
+from rollouts.adapters.cli import completion
+from rollouts.adapters.cli.output import emit_json, output_option, show
+from rollouts.adapters.cli.params import iso_utc, valid_name
+from rollouts.adapters.cli.state import State, pass_reader
+from rollouts.adapters.cli.types import POSITION, REVISION, Whole
+from rollouts.adapters.event_documents import type_problem
+from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.verify import seen_by_home, verify_log
+from rollouts.domain.audit import audit as check
+from rollouts.domain.gate_audit import audit_gates
+from rollouts.domain.step_audit import audit_steps
+from rollouts.projections import audit_queries
+from rollouts.projections.refold import Refold
 
 EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
 
@@ -50,8 +59,6 @@ def events(
       rollouts events --actor alice@laptop -o json
       rollouts events --after 1000 --limit 100 -o json
     """
-    from adapters import documents
-    from projections import audit_queries
 
     if revision is not None and name is None:
         raise click.UsageError("--revision needs a config NAME")
@@ -63,17 +70,16 @@ def events(
         if position is not None and position > head:
             raise click.BadParameter(f"position {position} is beyond the head of the log ({head})", param_hint=flag)
     only = audit_queries.EventFilter(
-        config=name, version=revision, type=type_, actor=actor, since=since, after=after, until=until, limit=limit
+        config=name, revision=revision, type=type_, actor=actor, since=since, after=after, until=until, limit=limit
     )
     if type_ is not None:
         _known_type(store.db("audit"), type_)
-    rows = documents.events(store.db("audit"), only)
+    rows = event_documents.events(store.db("audit"), only)
     show(rows, EVENT_COLUMNS, output, "No events.")
 
 
 def _known_type(db: Any, type_: str) -> None:
     """`--type` names an event type the domain records, or one the log holds (a usage error otherwise)."""
-    from adapters.documents import type_problem
 
     problem = type_problem(db, type_)
     if problem is not None:
@@ -85,51 +91,98 @@ def _known_type(db: Any, type_: str) -> None:
 @output_option
 @pass_reader
 def audit(state: State, name: str | None, output: str) -> None:
-    """Check what the log shows of the invariants I1-I3, I8 and the gates G1-G2; exit 1 on a violation.
+    """Check the invariants I1-I3, I5, I8-I10 and the gates G1-G2 on the log; exit 1 on a violation.
 
-    I1: each deployer (deployment, attempt, hook try) claimed and created at
+    The log is folded again, from zero, into a private place: the rules are
+    checked on the log's own account, never on the home's view files. I1:
+    each deployer (deployment, attempt, hook try) claimed and created at
     most once. I2: at most one active deployment per config at every point
     of the log. I3: phases only move forward, except by an explicit retry.
-    I8: the hash chain holds (as `rollouts log verify` checks it).
-    G1: no claim while its config was frozen (by name or by --all): a freeze
-    holds from its event until an unfreeze, while the claim's timestamp is
-    before --until. G2: no claim of an attempt that needed an approval and
-    had none, and no approval by the actor who asked for the attempt.
+    I5: each of the home's views (desired, history, audit) holds the rows
+    the log folds to; one that differs (edited, or left by other code) is
+    named: rebuild it with `rollouts projections rebuild`. I8: the hash
+    chain holds (as `rollouts log verify` checks it, the head this home has
+    seen included). G1: no claim while its config was frozen (by name or by
+    --all): a freeze holds from its event until an unfreeze, while the
+    claim's timestamp is before --until. G2: no claim of an attempt that
+    needed an approval and had none, and no approval by the actor who asked
+    for the attempt.
+    I9: a deployment is Complete only if each step's deployer exited 0, in
+    order, and each step's verification passed (or was promoted past).
+    I10: each failure that calls for an automatic rollback is followed by
+    exactly one, to the last Complete revision; no other is triggered.
 
     \b
     Example:
       rollouts audit
       rollouts audit web -o json
     """
-    from domain.audit import audit as check
-    from domain.gate_audit import audit_gates
-    from projections import audit_queries
 
-    db = state.read("audit").db("audit")
-    if name is not None:
-        audit_queries.require_config(db, name)
-    result = check(audit_queries.deployment_events(db, name))
-    gates = audit_gates(audit_queries.gate_events(db, name))
-    total = audit_queries.event_count(db, name)
-    violations = [v.as_dict() for v in [*result.violations, *gates.violations]] + _chain_breaks(state)
+    recorder = state.recorder
+    live = _live_views(state)
+    # The chain is walked first, by processes forked while no other thread runs (a fork copies the
+    # locks other threads hold); the fold's worker process and SQLite's threads start after.
+    breaks = _chain_breaks(state)
+    refold = Refold(RecorderSource(recorder), recorder.max_notification_id() or 0, recorder.log_id() or "")
+    try:
+        total, violations = _rules(refold.db("audit"), name)
+        differing = [] if live is None else refold.differing(live)
+    finally:
+        refold.close()
+    violations += breaks + [_view_violation(d) for d in differing]
     violations.sort(key=lambda v: v["position"])
+    views = [d.as_dict() for d in differing]
     if output == "json":
-        emit_json({"ok": not violations, "events": total, "violations": violations})
+        emit_json({"ok": not violations, "events": total, "violations": violations, "views_differing": views})
     elif violations:
         for v in violations:
             about = f" ({v['config']} v{v['version']})" if v["config"] is not None else ""
             click.echo(f"VIOLATION {v['rule']} at position {v['position']}{about}: {v['message']}")
     else:
-        click.echo(f"ok: {total} events checked, no violation of I1-I3, I8, G1 or G2")
+        click.echo(f"ok: {total} events checked, no violation of I1-I3, I5, I8-I10, G1 or G2")
     if violations:
         raise click.exceptions.Exit(1)
 
 
-def _chain_breaks(state: State) -> list[dict[str, Any]]:
-    """Where the log's hash chain breaks (I8), as audit violations."""
-    from adapters.verify import verify_log
+def _live_views(state: State) -> Any:
+    """The home's views caught up to the head, to compare with the log's fold; None where there are none
+    of this log's (a missing home, or one bound to another log or to a history the log no longer holds)."""
+    if state.scratch is not None or state.log_problem(state.recorder) is not None:
+        return None
+    return state.read()
 
-    breaks = verify_log(state.recorder).breaks
+
+def _rules(db: Any, name: str | None) -> tuple[int, list[dict[str, Any]]]:
+    """(events checked, violations of I1-I3, I9, I10, G1 and G2) in the audit view `db`."""
+
+    if name is not None:
+        audit_queries.require_config(db, name)
+    result = check(audit_queries.deployment_events(db, name))
+    gates = audit_gates(audit_queries.gate_events(db, name))
+    steps = audit_steps(audit_queries.step_events(db, name))
+    found = [v.as_dict() for v in [*result.violations, *gates.violations, *steps.violations]]
+    return audit_queries.event_count(db, name), found
+
+
+def _view_violation(found: Any) -> dict[str, Any]:
+    """A live view that differs from the log's fold (I5), as an audit violation naming it."""
+    tables = ", ".join(f"{table}: {n} row{'s' * (n != 1)}" for table, n in found.tables.items())
+    return {
+        "position": found.position,
+        "config": None,
+        "version": None,
+        "rule": "I5",
+        "view": found.name,
+        "message": f"view {found.name} differs from the log's fold ({tables}): edited, or left by other code;"
+        f" run 'rollouts projections rebuild {found.name}'",
+    }
+
+
+def _chain_breaks(state: State) -> list[dict[str, Any]]:
+    """Where the log's hash chain breaks, and the head this home has seen if the log lost it (I8), as
+    audit violations."""
+
+    breaks = verify_log(state.recorder).breaks + seen_by_home(state.home.runtime, state.recorder)
     return [
         {"position": b.position, "config": None, "version": None, "rule": "I8", "message": b.problem} for b in breaks
     ]

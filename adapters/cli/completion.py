@@ -16,6 +16,11 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
+from rollouts.adapters.backend import Backend
+from rollouts.adapters.bootstrap import Services, bootstrap
+from rollouts.adapters.home import DEFAULT_HOME, Home
+from rollouts.projections.registry import BY_NAME
+
 _WAIT_S = 0.2  # a Tab must not hang behind a writer
 REGISTERED = "domain.config:DeploymentConfig.Registered"  # the topic of a config's first event
 
@@ -23,12 +28,11 @@ REGISTERED = "domain.config:DeploymentConfig.Registered"  # the topic of a confi
 def configs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Config names from the home's history view, and on the home's own SQLite log those
     registered since the view last caught up (a cheap range read of the log's newest rows)."""
-    home, names, position = _home(ctx), set[str](), 0
+    names, position = set[str](), 0
     with _quietly():
-        names, position = _configs_in_view(home / "projections")
-    if not ctx.find_root().params.get("store"):
-        with _quietly():
-            names |= _configs_logged_after(home / "events.db", position)
+        names, position = _configs_in_view(_home(ctx).projections)
+    with _quietly():
+        names |= _configs_logged_after(_services(ctx).backend, position)
     return [CompletionItem(name) for name in sorted(names) if name.startswith(incomplete)]
 
 
@@ -45,18 +49,14 @@ def _configs_in_view(folder: Path) -> tuple[set[str], int]:
     return names, int(position[0]) if position else 0
 
 
-def _configs_logged_after(log: Path, position: int) -> set[str]:
-    if not log.is_file():
-        return set()
-    with _read_only(log) as db:
-        sql = "SELECT state FROM stored_events WHERE rowid > ? AND topic = ?"
-        states = db.execute(sql, (position, REGISTERED)).fetchall()
-    return {json.loads(state).get("name") for (state,) in states} - {None}
+def _configs_logged_after(backend: Backend, position: int) -> set[str]:
+    """Configs registered in the log since the view's position, where the log can tell at once."""
+    return {json.loads(state).get("name") for state in backend.glance(position, REGISTERED, _WAIT_S)} - {None}
 
 
 def deployers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Deployer names from the home's runtime table, tombstones pruned by the history limit left out."""
-    runtime = _home(ctx) / "runtime" / "runtime.db"
+    runtime = _home(ctx).runtime_db
     with _quietly():
         if runtime.is_file():
             with _read_only(runtime) as db:
@@ -67,14 +67,18 @@ def deployers(ctx: click.Context, param: click.Parameter, incomplete: str) -> li
 
 def views(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The names of the read models this program keeps."""
-    from projections.registry import BY_NAME
 
     return [CompletionItem(name) for name in BY_NAME if name.startswith(incomplete)]
 
 
-def _home(ctx: click.Context) -> Path:
-    """The --home the command line (or ROLLOUTS_HOME) names, as the root group would take it."""
-    return Path(ctx.find_root().params.get("home") or ".rollouts")
+def _services(ctx: click.Context) -> Services:
+    """The home and store the command line (or ROLLOUTS_HOME, ROLLOUTS_STORE) names, as the root group takes them."""
+    params = ctx.find_root().params
+    return bootstrap(Home(params.get("home") or DEFAULT_HOME), params.get("store"))
+
+
+def _home(ctx: click.Context) -> Home:
+    return Home(ctx.find_root().params.get("home") or DEFAULT_HOME)
 
 
 def _items(db: sqlite3.Connection, sql: str, incomplete: str) -> list[CompletionItem]:

@@ -8,13 +8,15 @@ from typing import Any
 
 import click
 
-from adapters.cli.as_of import as_of_option, history_at
-from adapters.cli.output import emit_json, output_option, show
-from adapters.cli.params import name_argument
-from adapters.cli.rollout_cmds import freeze_text
-from adapters.cli.spec_options import changed_spec, refuse_removals, spec_options, warn_secret_env
-from adapters.cli.state import State, pass_reader, pass_state
-from domain.errors import NotFound
+from rollouts.adapters import documents
+from rollouts.adapters.cli.as_of import as_of_option, history_at
+from rollouts.adapters.cli.output import emit_json, output_option, show
+from rollouts.adapters.cli.params import name_argument
+from rollouts.adapters.cli.rollout_cmds import freeze_text
+from rollouts.adapters.cli.spec_options import changed_spec, refuse_removals, spec_options, warn_secret_env
+from rollouts.adapters.cli.state import State, pass_reader, pass_state
+from rollouts.domain.errors import NotFound
+from rollouts.projections import history_queries
 
 
 @click.group()
@@ -80,7 +82,6 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
 
 
 def config_rows(state: State, name: str | None = None, as_of: int | str | None = None) -> list[dict[str, Any]]:
-    from projections import history_queries
 
     db = state.read("history").db("history") if as_of is None or name is None else history_at(state, name, as_of)
     moment = datetime.fromisoformat(as_of) if isinstance(as_of, str) else datetime.now(UTC)
@@ -120,11 +121,33 @@ def show_(state: State, name: str, as_of: int | str | None, output: str) -> None
         ("Pre hook", _hook(spec["pre_hook"])),
         ("Post hook", _hook(spec["post_hook"])),
         ("Approval", "required (rollout approve)" if spec["require_approval"] else "not required"),
+        *_step_lines(spec),
         ("Paused", "yes" if row["paused"] else "no"),
         ("Frozen", "; ".join(freeze_text(f) for f in row["freezes"]) or "no"),
         ("Latest version", f"{row['latest_version']} ({row['latest_phase'] or 'none'})"),
     ]
     click.echo("\n".join(f"{k + ':':<16}{v}" for k, v in lines))
+
+
+def _step_lines(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """Steps, verification and automatic rollback (7.6), shown only for a config that has some."""
+    lines = []
+    if spec.get("steps"):
+        pause = spec.get("step_pause", 0)
+        between = "manual (rollout promote)" if pause == "manual" else f"{pause}s"
+        lines.append(("Steps", f"{','.join(map(str, spec['steps']))} (pause between: {between})"))
+    if spec.get("verify"):
+        lines.append(
+            (
+                "Verify",
+                f"{json.dumps(spec['verify'])} x{spec['verify_count']} every {spec['verify_interval']}s"
+                f" (timeout {spec['verify_timeout']}s; limits: {spec['failure_limit']} failed,"
+                f" {spec['inconclusive_limit']} inconclusive)",
+            )
+        )
+    if spec.get("auto_rollback"):
+        lines.append(("Auto rollback", "on"))
+    return lines
 
 
 def _hook(hook: dict[str, Any] | None) -> str:
@@ -142,7 +165,6 @@ def list_(state: State, output: str) -> None:
       rollouts config list
       rollouts config list -o json
     """
-    from adapters import documents
 
     rows = documents.config_list(state.read("history").db("history"), datetime.now(UTC))
     show(rows, ["name", "latest_version", "latest_phase", "paused", "frozen", "command"], output, "No configs.")

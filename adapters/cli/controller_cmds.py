@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
-from adapters.cli.state import State, pass_state
-from adapters.cli.types import Seconds
+from rollouts.adapters.cli.state import State, pass_state
+from rollouts.adapters.cli.types import Seconds
+from rollouts.adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id, claimant_where
+from rollouts.adapters.leases import lease_seconds
+from rollouts.adapters.log_move import check_unsealed
+from rollouts.adapters.notify.notifier import Notifier
+from rollouts.adapters.runtime.local import LocalRuntime
+from rollouts.adapters.runtime.shim import undumpable
 
 
 @click.group()
@@ -57,17 +64,14 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     """
     if once and until_idle:
         raise click.UsageError("--once and --until-idle exclude each other")
-    from adapters.leases import lease_seconds
 
-    if state.store and not once and interval >= lease_seconds() / 4:  # a heartbeat each pass, read at L/2
+    shared = state.backend.shared  # several hosts on one log: leases, heartbeats, a home per claimant
+    if shared and not once and interval >= lease_seconds() / 4:  # a heartbeat each pass, read at L/2
         raise click.BadParameter(
             f"{interval:g} s is not below a quarter of the lease ({lease_seconds():g} s, ROLLOUTS_LEASE_SECONDS):"
             " shims would stop running deployers between passes",
             param_hint="'--interval'",
         )
-    from adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id, claimant_where
-    from adapters.runtime.local import LocalRuntime
-    from adapters.runtime.shim import undumpable
 
     undumpable()  # its environment (a store URL, what configs pass) is not its deployers' to read
 
@@ -81,15 +85,12 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     # Several hosts share a PostgreSQL log: shims then stop their deployer when our heartbeat
     # is older than half a lease, before other hosts may end our claims (after a full lease).
     runtime = LocalRuntime(
-        state.home.path, heartbeat_max_age=lease_seconds() / 2 if state.store else None, cache_kib=SQLITE_CACHE_KIB
+        state.home, heartbeat_max_age=lease_seconds() / 2 if shared else None, cache_kib=SQLITE_CACHE_KIB
     )
     notifier = None
     if not once:
-        from adapters.eventstore import open_app
-        from adapters.notify.notifier import Notifier
-
         claimant = claimant_id(state.home)
-        notifier = Notifier(lambda: open_app(state.home, state.store), state.meta, log, claimant, caller_app=app)
+        notifier = Notifier(state.services.open_app, state.meta, log, claimant, caller_app=app)
     try:
         ctl = Controller(
             app,
@@ -99,9 +100,13 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
             state.actor,
             os.getcwd(),
             log,
-            check_log=lambda: state.check_log(app.recorder),
+            check_log=lambda: _check_log(state, app.recorder),
             notifier=notifier,
-            where=claimant_where(state.home) if state.store else None,  # one log a home: a copy has its own
+            where=claimant_where(state.home) if shared else None,  # one log a home: a copy has its own
+            fence={
+                "ROLLOUT_HOME": str(state.home.path.absolute()),
+                "ROLLOUT_STORE": state.backend.store.for_deployers(),
+            },
         )
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
     except PassCutShort as cut:
@@ -113,3 +118,10 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
         click.echo("error: timed out before the controller was idle", err=True)
     sys.stdout.flush()
     raise click.exceptions.Exit(code)
+
+
+def _check_log(state: State, recorder: Any) -> None:
+    """Before each pass: the home's binding holds, and the log is not sealed (it moved: the controller exits 1)."""
+
+    state.check_log(recorder)
+    check_unsealed(recorder)

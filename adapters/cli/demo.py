@@ -11,9 +11,14 @@ from pathlib import Path
 
 import click
 
-from domain import phases
+from rollouts.adapters.cli import cli
+from rollouts.adapters.cli.errors import run
+from rollouts.adapters.cli.state import State
+from rollouts.domain import phases
+from rollouts.projections.history_queries import latest_phase
 
 QUICK = 'echo "$GREETING from $ROLLOUT_DEPLOYER"; sleep 0.3'
+CHECK = 'echo "error rate $ERRORS%"; test "$ERRORS" -lt 5'  # a measurement: exit 0 passed, 1 failed
 FLAKY = 'test "$ROLLOUT_ATTEMPT" -gt 1 || { echo "attempt $ROLLOUT_ATTEMPT: flaky failure"; exit 3; }; echo api up'
 
 
@@ -27,8 +32,6 @@ class Session:
         click.secho(f"\n# {text}", fg="cyan")
 
     def run(self, *args: str, expect: int | None = 0) -> int:
-        from adapters.cli import cli
-        from adapters.cli.errors import run
 
         click.secho(f"$ rollouts {shlex.join(args)}", bold=True)
         code = run(cli, ["--home", str(self.home), "--as", "demo@rollouts", *args])
@@ -38,8 +41,6 @@ class Session:
 
     def wait_for(self, name: str, phase: str, timeout: float = 15) -> None:
         """Wait until NAME's latest deployment reaches `phase` (quietly)."""
-        from adapters.cli.state import State
-        from projections.history_queries import latest_phase
 
         state = State(str(self.home), None, "demo@rollouts")
         deadline = time.monotonic() + timeout
@@ -57,8 +58,9 @@ class Session:
 @click.pass_context
 def demo(ctx: click.Context) -> None:
     """Run a narrated session: two configs, rollouts, a failure and a retry,
-    a supersede, a deployer deleted by hand, a projection rebuild, the
-    history and an audit. Uses a fresh temporary home unless --home is given.
+    a supersede, a deployer deleted by hand, a projection rebuild, a
+    verification that fails and its automatic rollback, the history and an
+    audit. Uses a fresh temporary home unless --home is given.
 
     \b
     Example:
@@ -78,11 +80,12 @@ def demo(ctx: click.Context) -> None:
     s.run("config", "create", "api", "--", "sh", "-c", FLAKY)
     s.say("A controller in the background claims, creates and watches deployers.")
     controller = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "--home", str(home), "controller", "run", "--interval", "0.05", "-q"],
+        [sys.executable, "-m", "rollouts", "--home", str(home), "controller", "run", "--interval", "0.05", "-q"],
         stdin=subprocess.DEVNULL,
     )
     try:
         _story(s)
+        _steps_story(s)
     finally:
         controller.terminate()
         controller.wait(timeout=30)
@@ -91,6 +94,20 @@ def demo(ctx: click.Context) -> None:
     s.run("events", "web", "--type", "DeployerLost")
     s.run("audit")
     click.secho(f"\nDone in {time.monotonic() - started:.1f}s. Explore: rollouts --home {home} events", bold=True)
+
+
+def _steps_story(s: Session) -> None:
+    s.say("Steps and verification: each step's deployer, then measurements; a failure rolls back by itself.")
+    s.run("config", "create", "shop", "--env", "ERRORS=0", "--steps", "50,100", "--verify", f"sh -c '{CHECK}'",
+          "--verify-count", "2", "--verify-interval", "0", "--auto-rollback", "--", "sh", "-c", QUICK)  # fmt: skip
+    s.run("rollout", "latest", "shop", "--reason", "shop 1.0")
+    s.run("rollout", "status", "shop", "--watch", "--timeout", "15")
+    s.say("Version 2 raises the error rate: its first measurement fails, and version 1's spec comes back.")
+    s.run("config", "set", "shop", "--env", "ERRORS=9")
+    s.run("rollout", "latest", "shop", "--reason", "shop 1.1")
+    s.run("rollout", "status", "shop", "--watch", "--timeout", "15", expect=1)
+    s.wait_for("shop", phases.COMPLETE)
+    s.run("rollout", "history", "shop")
 
 
 def _story(s: Session) -> None:

@@ -9,22 +9,25 @@ from typing import Any
 
 import click
 
-from adapters.cli import completion
-from adapters.cli.output import emit_json, output_option, show
-from adapters.cli.params import name_argument
-from adapters.cli.state import State, pass_reader, pass_state
-from adapters.cli.types import REVISION
-from domain import phases
-from domain.errors import NotFound
+from rollouts.adapters.cli import completion
+from rollouts.adapters.cli.output import emit_json, output_option, show
+from rollouts.adapters.cli.params import name_argument
+from rollouts.adapters.cli.state import State, pass_reader, pass_state
+from rollouts.adapters.cli.stillness import Stillness
+from rollouts.adapters.cli.types import REVISION
+from rollouts.adapters.leases import freshest_age, lease_seconds
+from rollouts.adapters.runtime.local import LocalRuntime, NoSuchDeployer
+from rollouts.domain import phases
+from rollouts.domain.errors import NotFound
+from rollouts.projections.history_queries import deployments
 
 COLUMNS = ["name", "config", "version", "attempt", "state", "exit_code", "reason", "created_at", "ended_at"]
 
 
 def runtime(state: State):  # type: ignore[no-untyped-def]
-    from adapters.runtime.local import LocalRuntime
 
     state.home.ensure()
-    return LocalRuntime(state.home.path)
+    return LocalRuntime(state.home)
 
 
 @click.group()
@@ -53,6 +56,8 @@ def list_(state: State, include_pruned: bool, output: str) -> None:
       rollouts deployers list
       rollouts deployers list --all -o json
     """
+    if state.backend.shared:  # the runtime's rows are the store's log's: a store that is down answers nothing (exit 5)
+        state.recorder.max_notification_id()
     rt = runtime(state)
     try:
         rt.observe()
@@ -77,8 +82,8 @@ def delete(state: State, deployer: str) -> None:
     Example:
       rollouts deployers delete web-3-deploy-1
     """
-    from adapters.runtime.local import NoSuchDeployer
 
+    state.require_bound()  # a write: refused (exit 5) when the store is down or holds another log
     rt = runtime(state)
     try:
         rt.delete(deployer)
@@ -110,7 +115,6 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
       rollouts logs web --revision 2 -f
       rollouts logs web -o json | jq -r '.deployers[].output'
     """
-    from projections.history_queries import deployments
 
     if follow and output == "json":
         raise click.UsageError("-f prints output as it comes and -o json one document at the end: choose one")
@@ -153,10 +157,8 @@ def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
 
 def _print_logs(state: State, rt: Any, name: str, version: int, follow: Any) -> None:
     """Print each deployer's output; with `follow` (the deployment's row, re-read), until it ends."""
-    from adapters.cli.stillness import Stillness
-    from adapters.leases import freshest_age, lease_seconds
 
-    still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder.datastore))
+    still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder))
     pruned = [r.name for r in _deployers_of(rt, name, version) if r.pruned]
     if pruned:  # else the answer would be nothing at all, as for a version whose deployers printed nothing
         click.echo(

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import click
 
-from domain.errors import Conflict, DomainError, NotFound, RolloutsError, StoreProblem, UsageError
+from rollouts.adapters.failures import disk_problem, is_lock_timeout, unusable_store
+from rollouts.domain.errors import Conflict, DomainError, NotFound, RolloutsError, StoreProblem, UsageError
 
 REFUSED, USAGE, CONFLICT, MISSING, STORE, INTERNAL = 1, 2, 3, 4, 5, 70
 
@@ -36,8 +37,6 @@ crash_home: contextvars.ContextVar[Path | None] = contextvars.ContextVar("crash_
 
 
 def exit_code_for(error: BaseException) -> int:
-    from adapters.failures import disk_problem, is_lock_timeout, unusable_store
-
     if disk_problem(error) is not None:
         return STORE
     for kind, code in EXIT_CODES:
@@ -57,8 +56,6 @@ def _is_driver_error(error: BaseException) -> bool:
 
 
 def message_for(error: BaseException) -> str:
-    from adapters.failures import disk_problem
-
     problem = disk_problem(error)
     if problem is not None:
         return f"cannot use the disk or the store (full or failing): {problem}"

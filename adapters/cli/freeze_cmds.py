@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import click
 
-from adapters.cli.params import iso_utc, valid_name
-from adapters.cli.state import State, pass_state
+from rollouts.adapters.cli.params import iso_utc, valid_name
+from rollouts.adapters.cli.state import State, pass_state
+from rollouts.projections.history_queries import config_names
 
 
 def _targets(names: tuple[str, ...], every: bool) -> list[str] | None:
@@ -54,14 +55,14 @@ def freeze(state: State, names: tuple[str, ...], every: bool, until: str | None,
 
 @click.command()
 @click.argument("names", nargs=-1, metavar="[NAME]...", callback=_names)
-@click.option("--all", "every", is_flag=True, help="Lift the freeze of all configs (freezes of single configs stay).")
+@click.option("--all", "every", is_flag=True, help="Lift every freeze in force: of all configs, and of each one.")
 @pass_state
 def unfreeze(state: State, names: tuple[str, ...], every: bool) -> None:
     """Lift the freeze of NAMEs (or the freeze of all): their deployments may be claimed again.
 
-    Refused (exit 1) when a config named is not frozen. `--all` lifts what
-    `freeze --all` made; a config frozen by name stays frozen until it is
-    unfrozen by name.
+    Refused (exit 1) when a config named is not frozen, or with --all when
+    nothing is. `--all` lifts every freeze in force: what `freeze --all` made
+    and each config's own.
 
     \b
     Example:
@@ -69,5 +70,9 @@ def unfreeze(state: State, names: tuple[str, ...], every: bool) -> None:
       rollouts unfreeze --all
     """
     targets = _targets(names, every)
-    state.app.unfreeze(targets, datetime.now(UTC), state.meta())
+    app = state.app  # refused here on a log the home is not bound to, before any view is read
+    if targets is None:
+        app.unfreeze_every(config_names(state.read("history").db("history")), datetime.now(UTC), state.meta())
+    else:
+        app.unfreeze(targets, datetime.now(UTC), state.meta())
     click.echo(f"unfrozen: {'every config' if targets is None else ', '.join(dict.fromkeys(targets))}")

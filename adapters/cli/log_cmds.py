@@ -6,20 +6,26 @@ from typing import Any
 
 import click
 
-from adapters.cli.output import emit_json, output_option
-from adapters.cli.params import expected_head
-from adapters.cli.state import State, pass_log_reader, pass_state
-from adapters.cli.types import POSITION
+from rollouts.adapters.chain import Break
+from rollouts.adapters.cli.output import emit_json, output_option
+from rollouts.adapters.cli.params import expected_head
+from rollouts.adapters.cli.state import State, pass_log_reader, pass_state
+from rollouts.adapters.cli.types import POSITION
+from rollouts.adapters.log_move import ending, origin_of
+from rollouts.adapters.log_move import seal as seal_log
+from rollouts.adapters.log_transfer import export_lines, load
+from rollouts.adapters.verify import seen_by_home, verify_log
 
 
 @click.group()
 def log() -> None:
-    """Check the event log itself: its hash chain and its identity.
+    """Check the event log itself (its hash chain and its identity), and move it.
 
     \b
     Example:
       rollouts log verify
       rollouts log verify --expect-head 42:9f86d0...
+      rollouts log export --seal > log.jsonl
     """
 
 
@@ -30,36 +36,54 @@ def log() -> None:
     metavar="POSITION:HASH",
     help="Also fail unless the log still holds this position with this hash (a head printed earlier).",
 )
+@click.option(
+    "--checkpoint",
+    type=click.File("r"),
+    help="Also fail unless this signed checkpoint (from `log checkpoint`) is good and the log still holds it.",
+)
+@click.option(
+    "--pubkey",
+    type=click.File("rb"),
+    help="The Ed25519 public key (PEM) whose signature --checkpoint must carry.",
+)
 @output_option
 @pass_log_reader
-def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> None:
+def verify(state: State, expect_head: tuple[int, str] | None, checkpoint: Any, pubkey: Any, output: str) -> None:
     """Recompute the hash chain from position zero; exit 1 if any event was changed.
 
     Every event's hash covers its whole stored record and the hash before it, so an
     event edited, removed, inserted or reordered after it was written breaks the chain
-    at that position. A truncated tail leaves a shorter chain that still verifies:
-    keep the printed head elsewhere and pass it to --expect-head to catch that too.
+    at that position; so does an event without its hash. In a home bound to the log,
+    the head the home has seen (position and hash) must still be there: a log put
+    back shorter, or replaced by another whose chain holds on its own, fails. Elsewhere
+    a truncated tail leaves a shorter chain that still verifies: keep the printed head
+    and pass it to --expect-head to catch that too.
 
     \b
     Example:
       rollouts log verify
       rollouts log verify --expect-head 1200:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8
       rollouts log verify -o json
+      rollouts log verify --checkpoint web.checkpoint --pubkey auditor.pub.pem
     """
-    from adapters.chain import Break
-    from adapters.verify import verify_log
 
+    signed = _checkpoint(checkpoint, pubkey)
     recorder = state.recorder
-    verdict = verify_log(recorder, keep=expect_head[0] if expect_head else None)
-    breaks = list(verdict.breaks)
-    if expect_head is not None:
-        position, digest = expect_head
+    log_id = recorder.log_id()
+    held = signed and (signed.position, signed.hash)
+    heads = [(name, *head) for name, head in (("expected head", expect_head), ("checkpoint", held)) if head]
+    verdict = verify_log(recorder, keep=min(h[1] for h in heads) if heads else None)
+    if len(heads) == 2 and heads[0][1] != heads[1][1]:  # the chain keeps one position's hash: ask for the other
+        verdict.hash_at.update(verify_log(recorder, keep=max(h[1] for h in heads)).hash_at)
+    breaks = verdict.breaks + seen_by_home(state.home.runtime, recorder)
+    if signed is not None and signed.log_id != log_id:
+        breaks.append(Break(signed.position, f"the checkpoint is of log {signed.log_id}, not of this log {log_id}"))
+    for name, position, digest in heads:
         found = verdict.hash_at.get(position)
         if found is None:
-            breaks.append(Break(position, f"expected head {position} is gone: the log ends at {verdict.head}"))
+            breaks.append(Break(position, f"{name} {position} is gone: the log ends at {verdict.head}"))
         elif found != digest:
-            breaks.append(Break(position, f"expected head {position} has another hash: {found}"))
-    log_id = recorder.log_id()
+            breaks.append(Break(position, f"{name} {position} has another hash: {found}"))
     if output == "json":
         emit_json(
             {
@@ -69,6 +93,8 @@ def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> No
                 "head": verdict.head,
                 "head_hash": verdict.head_hash,
                 "log_id": log_id,
+                "origin": origin_of(recorder),
+                "sealed": recorder.sealed(),
                 "violations": [b.as_dict() for b in breaks],
             }
         )
@@ -76,71 +102,210 @@ def verify(state: State, expect_head: tuple[int, str] | None, output: str) -> No
         for b in breaks:
             click.echo(f"BROKEN at position {b.position}: {b.problem}")
     else:
-        unchained = f" ({verdict.unchained} written before the chain)" if verdict.unchained else ""
-        click.echo(f"ok: {verdict.events} events{unchained}, head {verdict.head} {verdict.head_hash}, log {log_id}")
+        click.echo(f"ok: {verdict.events} events, head {verdict.head} {verdict.head_hash}, log {log_id}")
+        if signed is not None:
+            when = signed.time.strftime("%Y-%m-%dT%H:%M:%SZ")
+            click.echo(f"ok: checkpoint {signed.position} signed by {signed.key_name} at {when} holds")
     if breaks:
         raise click.exceptions.Exit(1)
+
+
+def _checkpoint(text: Any, pubkey: Any) -> Any:
+    """The checkpoint --checkpoint names, its signature checked with --pubkey; None without them."""
+    if (text is None) != (pubkey is None):
+        raise click.UsageError("--checkpoint and --pubkey go together")
+    if text is None:
+        return None
+    from rollouts.adapters.checkpoint import CheckpointError, public_key, verified  # start-up cost: cryptography
+
+    try:
+        return verified(text.read(), public_key(pubkey.read()))
+    except CheckpointError as error:
+        raise click.exceptions.Exit(_refused(f"checkpoint {text.name}: {error}")) from None
+    except UnicodeDecodeError:
+        raise click.exceptions.Exit(_refused(f"checkpoint {text.name} is not text")) from None
+
+
+def _refused(message: str) -> int:
+    click.echo(f"BROKEN: {message}", err=True)
+    return 1
+
+
+@log.command()
+@click.option(
+    "--key",
+    type=click.File("rb"),
+    required=True,
+    help="The Ed25519 private key (PEM, as `openssl genpkey -algorithm ed25519` writes it) that signs.",
+)
+@click.option("--name", default="rollouts", show_default=True, help="The key's name in the signature line.")
+@output_option
+@pass_log_reader
+def checkpoint(state: State, key: Any, name: str, output: str) -> None:
+    """Print a signed checkpoint of the log's head: log id, position, hash, time, signature.
+
+    The chain is verified first (a broken log is not signed: exit 1). Keep the
+    checkpoint, and the public key, away from the log's store: later,
+    `log verify --checkpoint FILE --pubkey PEM` proves, offline and to anyone
+    with the public key, that the history up to it was not rewritten since,
+    even by someone with the database's password. The text is a signed note
+    (C2SP's signed-note format, the body shaped as a tlog checkpoint); see
+    docs/security.md for where it differs.
+
+    \b
+    Example:
+      openssl genpkey -algorithm ed25519 -out auditor.pem
+      openssl pkey -in auditor.pem -pubout -out auditor.pub.pem
+      rollouts log checkpoint --key auditor.pem --name auditor@example > web.checkpoint
+      rollouts log verify --checkpoint web.checkpoint --pubkey auditor.pub.pem
+    """
+    from datetime import UTC, datetime
+
+    from rollouts.adapters.checkpoint import (  # start-up cost: cryptography
+        Checkpoint,
+        CheckpointError,
+        private_key,
+        sign,
+    )
+
+    try:
+        signer = private_key(key.read())
+    except CheckpointError as error:
+        raise click.BadParameter(str(error), param_hint="--key") from None
+    verdict = verify_log(state.recorder)
+    if verdict.breaks:
+        first = verdict.breaks[0]
+        raise click.exceptions.Exit(_refused(f"at position {first.position}: {first.problem}; not signed"))
+    if not verdict.head or verdict.head_hash is None:
+        raise click.BadParameter("the log has no events to sign", param_hint="--key")
+    made = Checkpoint(state.recorder.log_id(), verdict.head, verdict.head_hash, datetime.now(UTC), name)
+    try:
+        note = sign(made, signer)
+    except CheckpointError as error:
+        raise click.BadParameter(str(error), param_hint="--name") from None
+    if output == "json":
+        stamp = made.time.strftime("%Y-%m-%dT%H:%M:%SZ")
+        fields = {"log_id": made.log_id, "position": made.position, "hash": made.hash, "time": stamp}
+        emit_json({**fields, "key_name": name, "checkpoint": note})
+    else:
+        click.echo(note, nl=False)
 
 
 @log.command()
 @click.option("--after", type=POSITION, default=0, help="Only events after this position.")
 @click.option("--until", type=POSITION, help="Only events up to this position.")
+@click.option(
+    "--seal",
+    is_flag=True,
+    help="Move the log: first append its seal (refused while a deployment is Pending or Running); from then on"
+    " it refuses every write and claim. The export ends with the seal.",
+)
+@click.option("--reason", help="Why the log is sealed (recorded in the seal).")
 @pass_log_reader
-def export(state: State, after: int, until: int | None) -> None:
+def export(state: State, after: int, until: int | None, seal: bool, reason: str | None) -> None:
     """Write the log as JSON Lines on stdout, one event a line, in position order.
 
     Each line has position, stream, stream_version, type, timestamp, data,
     meta and hash as people read them, and topic and state as the log
-    stores them, so that `rollouts log import` can rebuild the same log,
+    stores them, so that `rollouts log import` can rebuild the same events,
     hashes included, in another store.
+
+    A plain export is a backup: importing it makes a copy that could run
+    the same deployments again, so it imports only with --fork. To move a
+    log, export it with --seal: the log appends its seal and refuses every
+    write and claim from then on (a controller on it stops); the export
+    holds every event up to and including the seal.
 
     \b
     Example:
       rollouts log export > web.jsonl
+      rollouts log export --seal --reason 'to PostgreSQL' > web.jsonl
       rollouts log export --after 1200 | jq -c 'select(.type == "DeployerFailed")'
     """
-    from adapters.log_transfer import export_lines
 
+    if seal and (after or until is not None):
+        raise click.BadParameter("a sealed export holds the whole log: no --after or --until", param_hint="--seal")
+    if reason is not None and not seal:
+        raise click.BadParameter("--reason goes with --seal", param_hint="--reason")
+    recorder = state.recorder
+    if seal:
+        sealed = seal_log(state.app, reason, state.meta())
+        recorder = state.app.recorder
+        until = sealed.position
+        click.echo(f"sealed: log {recorder.log_id()} at position {sealed.position}", err=True)
     if until is not None and until < after:
         raise click.BadParameter("--until is before --after", param_hint="--until")
-    head = state.recorder.max_notification_id() or 0
+    head = recorder.max_notification_id() or 0
     for flag, position in (("--after", after), ("--until", until)):
         if position is not None and position > head:
             raise click.BadParameter(f"position {position} is beyond the head of the log ({head})", param_hint=flag)
     out = click.get_binary_stream("stdout")
     with _progress(min(head, until or head) - after, "exporting") as step:
-        for line in export_lines(state.recorder, after, until):
+        for line in export_lines(recorder, after, until):
             out.write(line)
             step(1)
 
 
 @log.command(name="import")
 @click.argument("source", type=click.File("r", lazy=True))
+@click.option(
+    "--fork",
+    is_flag=True,
+    help="Import an export without a seal (a backup) as a new log; every deployment open in it fails there.",
+)
 @pass_state
-def import_(state: State, source: Any) -> None:
-    """Load an exported log (a file, or - for stdin) into an EMPTY store.
+def import_(state: State, source: Any, fork: bool) -> None:
+    """Load an exported log (a file, or - for stdin) into an EMPTY store, as a new log.
 
     Every line is checked as it is read, in one transaction: its hash must
     chain from the line before it and its readable fields must say what its
     stored record says. Any change refuses the whole file (exit 1) and
-    nothing is written; so is a file whose events this program cannot read
-    (a time without its offset, a topic of no event of ours). The new store
-    keeps the log's id, positions, order, streams, versions, data, metadata
-    and hashes (events the old log held before its chain stay unchained):
-    `rollouts log verify` prints the same head on both. This is how a SQLite
-    log moves to PostgreSQL.
+    nothing is written, nothing made (no schema, no log id); so is a file
+    whose events this program cannot read (a time without its offset, a
+    topic of no event of ours). The new log keeps the events' positions,
+    order, streams, versions, data, metadata and hashes, has an id of its
+    own, and adds one event: its origin (the source's log id and head),
+    chained on the imported ones. A controller on it goes on from there.
+
+    An export made with `log export --seal` imports as it is (a move). One
+    without its seal is refused unless --fork: the source may still run its
+    deployments, so --fork fails every deployment open in the copy, with a
+    reason naming the fork. This is how a SQLite log moves to PostgreSQL.
 
     \b
     Example:
-      rollouts log export > log.jsonl
+      rollouts log export --seal > log.jsonl
       rollouts --store postgresql://rollouts@db/rollouts --home ~/.rollouts-pg log import log.jsonl
+      rollouts --home ~/.rollouts-copy log import --fork backup.jsonl
     """
-    from adapters.log_transfer import load
+    import shutil
 
-    with _progress(_size(source), "importing", least=4_000_000) as step:  # bytes: ~10,000 lines
-        found = load(state.app.recorder, _reported(source, step))
-    before = f" ({found.unchained} written before the chain)" if found.unchained else ""
-    click.echo(f"imported {found.events} events{before}, head {found.head} {found.head_hash}, log {found.log_id}")
+    home_existed = state.home.path.exists()
+    undo = state.backend.undo_of_opening()
+    try:
+        app = state.app
+        with _progress(_size(source), "importing", least=4_000_000) as step:  # bytes: ~10,000 lines
+            found = load(app.recorder, _reported(source, step), ending=ending(app, state.meta()), fork=fork)
+    except BaseException:
+        _close_unremembered(state)
+        undo()  # a refused import leaves the target as it found it (DESIGN 7.3): not even a log id
+        if not home_existed:
+            shutil.rmtree(state.home.path, ignore_errors=True)
+        raise
+    before_chain = f" ({found.unchained} written before the chain)" if found.unchained else ""
+    kind = "forked" if fork else "moved"
+    click.echo(
+        f"imported {found.events} events{before_chain} of log {found.log_id} (head {found.head} {found.head_hash});"
+        f" {kind} into log {app.recorder.log_id()}"
+    )
+
+
+def _close_unremembered(state: State) -> None:
+    """Close the store an import failed on, so that the home remembers no log of it (there is none)."""
+    app = state.__dict__.pop("app", None)
+    state.__dict__.pop("recorder", None)
+    if app is not None:
+        app.close()
 
 
 def _size(source: Any) -> int:

@@ -6,8 +6,14 @@ from typing import Any
 
 import click
 
-from adapters.cli.output import emit_json, output_option, show, table
-from adapters.cli.state import State, pass_reader, pass_state
+from rollouts.adapters.cli.output import emit_json, output_option, show, table
+from rollouts.adapters.cli.params import valid_name
+from rollouts.adapters.cli.state import State, pass_reader, pass_state
+from rollouts.adapters.notify import sinks
+from rollouts.adapters.notify.changes import ChangeReader
+from rollouts.adapters.notify.sinks import BadURL, check_url, shown
+from rollouts.domain.names import validate_name
+from rollouts.domain.notification import DEFAULT_ON, UnknownKind, parse_kinds
 
 
 @click.group()
@@ -26,7 +32,6 @@ def notify() -> None:
 
 
 def _kinds(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
-    from domain.notification import DEFAULT_ON, UnknownKind, parse_kinds
 
     if value is None:
         return DEFAULT_ON
@@ -37,7 +42,6 @@ def _kinds(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 
 
 def _sink_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from domain.names import validate_name
 
     try:
         return validate_name(value)
@@ -45,9 +49,10 @@ def _sink_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
         raise click.BadParameter(str(error)) from None
 
 
-def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from adapters.notify.sinks import BadURL, check_url
+def _url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
 
+    if value is None:
+        return None
     try:
         return check_url(value)
     except BadURL as error:
@@ -55,24 +60,33 @@ def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 def _config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from adapters.cli.params import valid_name
 
     return valid_name(ctx, param, value)
 
 
 @notify.command()
 @click.argument("sink", callback=_sink_name)
-@click.option("--url", required=True, callback=_url, help="Where to POST: an http:// or https:// URL.")
+@click.option("--url", callback=_url, help="Where to POST: an http:// or https:// URL (kept in the log as given).")
+@click.option(
+    "--url-env",
+    metavar="NAME",
+    help="Read the URL at each delivery from the controller's environment variable NAME (only NAME is logged).",
+)
 @click.option(
     "--on",
     "kinds",
     callback=_kinds,
     metavar="KINDS",
-    help="Comma-separated kinds of change: triggered, running, complete, failed. [default: complete,failed]",
+    help=(
+        "Comma-separated kinds of change: triggered, running, complete, failed, paused, rollback."
+        " [default: complete,failed]"
+    ),
 )
 @click.option("--config", callback=_config, metavar="NAME", help="Only changes of this config (default: all).")
 @pass_state
-def add(state: State, sink: str, url: str, kinds: tuple[str, ...], config: str | None) -> None:
+def add(
+    state: State, sink: str, url: str | None, url_env: str | None, kinds: tuple[str, ...], config: str | None
+) -> None:
     """Add a sink. It hears of changes made after now (the log's head), not before.
 
     Each document has position, kind, config, version, attempt, phase,
@@ -82,9 +96,29 @@ def add(state: State, sink: str, url: str, kinds: tuple[str, ...], config: str |
     Example:
       rollouts notify add ops --url http://127.0.0.1:9000/hook
       rollouts notify add web-fail --url https://example.com/x --on failed --config web
-    """
-    from adapters.notify import sinks
+      rollouts notify add chat --url-env CHAT_WEBHOOK_URL --on failed
 
+    A URL's user and password (https://USER:PASSWORD@host/...) are sent as
+    basic auth. A secret in the URL stays in the log for ever: with
+    --url-env NAME the log keeps only NAME, and the controller reads the URL
+    from its own environment at each delivery (unset: the delivery fails,
+    is retried, and `notify status` says why).
+    """
+
+    if (url is None) == (url_env is None):
+        raise click.UsageError("give --url URL or --url-env NAME (one of them)")
+    if url_env is not None:
+        try:
+            url = sinks.by_reference(url_env)
+        except sinks.BadURL as error:
+            raise click.BadParameter(str(error).removeprefix("--url-env: "), param_hint="--url-env") from None
+    else:
+        secrets = sinks.secrets_in(url)
+        if secrets:
+            state.warn(
+                f"the URL has {' and '.join(secrets)}: the log keeps it for ever, and `log export` carries it;"
+                " put the URL in an environment variable of the controller and give --url-env NAME instead"
+            )
     head = sinks.add(state.app, sink, url, kinds, config, state.meta())
     click.echo(f"sink {sink} added: {','.join(kinds)} of {config or 'every config'} after position {head}")
 
@@ -99,7 +133,6 @@ def remove(state: State, sink: str) -> None:
     Example:
       rollouts notify remove ops
     """
-    from adapters.notify import sinks
 
     sinks.remove(state.app, sink, state.meta())
     click.echo(f"sink {sink} removed")
@@ -115,7 +148,6 @@ def list_(state: State, output: str) -> None:
     Example:
       rollouts notify list -o json
     """
-    from adapters.notify.sinks import shown
 
     rows = [{"sink": s.name, "url": shown(s.url), "on": ",".join(s.on), "config": s.config} for s in _sinks(state)]
     if output == "json":
@@ -135,7 +167,6 @@ def status(state: State, output: str) -> None:
     Example:
       rollouts notify status -o json
     """
-    from adapters.notify.changes import ChangeReader
 
     found = _sinks(state)
     reader = ChangeReader(state.recorder)
@@ -154,12 +185,10 @@ def status(state: State, output: str) -> None:
 
 def _sinks(state: State) -> list[Any]:
     """The sinks as the log has them (read from the log itself: no view to be stale)."""
-    from adapters.eventstore import open_app
-    from adapters.notify import sinks
 
-    app = state.__dict__.get("app") or open_app(state.home, state.store)
+    app = state.opened_app or state.services.open_app()
     try:
         return sinks.all_sinks(app)
     finally:
-        if "app" not in state.__dict__:
+        if app is not state.opened_app:
             app.close()

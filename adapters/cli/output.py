@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
+
+from rollouts.adapters.documents import json_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,7 +25,6 @@ def output_option(f: F) -> F:
 
 
 def emit_json(document: Any) -> None:
-    from adapters.documents import json_text
 
     click.echo(json_text(document))
 
@@ -47,25 +47,6 @@ def cell(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"))
     text = str(value)
     return text if text.isprintable() else " ".join(text.split())  # one line per row; else as it is
-
-
-def shell_words(argv: Sequence[str]) -> str:
-    """`argv` as a shell would need it typed, on one line: shlex quoting, and bash's $'...' for an
-    argument with a newline, tab or other control character (which a table cell would flatten)."""
-    return " ".join(_ansi_c(arg) if any(not c.isprintable() for c in arg) else shlex.quote(arg) for arg in argv)
-
-
-def _ansi_c(arg: str) -> str:
-    return "$'" + "".join(_ansi_c_char(c) for c in arg) + "'"
-
-
-def _ansi_c_char(c: str) -> str:
-    named = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-    if c in named:
-        return named[c]
-    if c.isprintable():
-        return c
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
 
 
 def show(rows: Sequence[dict[str, Any]], columns: Sequence[str], output: str, empty: str) -> None:

@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 
 import click
 
-from adapters.cli import completion
+from rollouts.adapters.cli import completion
+from rollouts.domain.names import validate_name
 
-_HEAD = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
+_HEAD = re.compile(r"([0-9]{1,18}):([0-9a-f]{64})")
 
 
 def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A config NAME: a DNS-1123 label of at most 63 characters."""
-    from domain.names import validate_name
 
     if value is None:
         return None

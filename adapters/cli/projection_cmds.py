@@ -7,9 +7,12 @@ from typing import Any
 
 import click
 
-from adapters.cli import completion
-from adapters.cli.output import emit_json, output_option, show, table
-from adapters.cli.state import State, pass_reader, pass_state
+from rollouts.adapters.cli import completion
+from rollouts.adapters.cli.output import emit_json, output_option, show, table
+from rollouts.adapters.cli.state import State, pass_reader, pass_state
+from rollouts.projections import files
+from rollouts.projections.diff import Bounded, differences
+from rollouts.projections.store import ProjectionStore, UnknownProjection, projections_named
 
 
 @click.group()
@@ -54,7 +57,6 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
       rollouts projections rebuild
       rollouts projections rebuild history audit --shadow
     """
-    from projections.store import projections_named
 
     chosen = projections_named(names)
     state.require_bound()  # the live views of a log that went back are rebuilt only by `home rebind`
@@ -77,7 +79,6 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
 
 def view_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """Known view names, checked before anything opens (a usage error otherwise)."""
-    from projections.store import UnknownProjection, projections_named
 
     try:
         projections_named(value)
@@ -106,10 +107,6 @@ def diff(state: State, names: tuple[str, ...], output: str) -> None:
     """
     import tempfile
     from pathlib import Path
-
-    from projections import files
-    from projections.diff import Bounded, differences
-    from projections.store import ProjectionStore, projections_named
 
     chosen = projections_named(names)
     live = state.read(*(p.name for p in chosen))

@@ -9,13 +9,17 @@ from typing import Any
 
 import click
 
-from adapters.cli.as_of import as_of_option, history_at
-from adapters.cli.output import cell, emit_json, output_option, table
-from adapters.cli.params import name_argument
-from adapters.cli.state import State, pass_reader, pass_state
-from adapters.cli.types import REVISION, Seconds
-from domain import phases
-from domain.errors import NotFound
+from rollouts.adapters import documents
+from rollouts.adapters.cli.as_of import as_of_option, history_at
+from rollouts.adapters.cli.output import cell, emit_json, output_option, table
+from rollouts.adapters.cli.params import name_argument
+from rollouts.adapters.cli.state import State, pass_reader, pass_state
+from rollouts.adapters.cli.types import REVISION, Seconds
+from rollouts.adapters.documents import history_document
+from rollouts.domain import phases
+from rollouts.domain.errors import NotFound
+from rollouts.projections import history_queries
+from rollouts.projections.history_queries import DEPLOYMENT_FIELDS
 
 HISTORY_TABLE = ["version", "phase", "reason", "attempt", "cause", "message", "created_at", "finished_at"]
 RUNS_TABLE = ["name", "attempt", "kind", "try", "state", "exit_code", "started_at", "finished_at"]
@@ -126,7 +130,50 @@ def resume(state: State, name: str) -> None:
 
 @rollout.command()
 @name_argument
-@click.option("--version", "revision", type=REVISION, help="The version to approve (default: the latest).")
+@click.option("--full", is_flag=True, help="Straight to the last step (weight 100), no more verification or pause.")
+@pass_state
+def promote(state: State, name: str, full: bool) -> None:
+    """End the pause of NAME's rollout and go on to its next step.
+
+    A pause for a human (--step-pause manual, or measurements that were
+    inconclusive too often) or a timed one; the paused step's verification
+    counts as passed, and the log records who promoted it. With --full the
+    rollout goes straight to its last step (weight 100) with no further
+    verification or pause. Nothing paused: exit 1.
+
+    \b
+    Example:
+      rollouts rollout promote web
+      rollouts rollout promote web --full
+    """
+    revision, nxt = state.app.promote(name, full, state.meta())
+    click.echo(f"{name} version {revision} promoted{' (full)' if full else ''}: {nxt}")
+
+
+@rollout.command()
+@name_argument
+@click.option("--reason", "reason", help="Why: kept in the deployment's reason.")
+@pass_state
+def abort(state: State, name: str, reason: str | None) -> None:
+    """Fail NAME's open deployment (reason `aborted`) and roll back.
+
+    What runs is stopped as by cancel; then the last Complete version is
+    rolled out again (an automatic rollback), whether or not the config has
+    --auto-rollback, unless the aborted deployment is itself an automatic
+    rollback. Nothing open: exit 1.
+
+    \b
+    Example:
+      rollouts rollout abort web --reason "error rate up"
+    """
+    revision = state.app.abort(name, reason, state.meta())
+    click.echo(f"abort requested for {name} version {revision}")
+
+
+@rollout.command()
+@name_argument
+@click.option("--revision", "revision", type=REVISION, help="The version to approve (default: the latest).")
+@click.option("--version", "revision", type=REVISION, hidden=True)  # the old spelling, still accepted
 @pass_state
 def approve(state: State, name: str, revision: int | None) -> None:
     """Approve NAME's deployment that waits for an approval (config --require-approval).
@@ -139,10 +186,10 @@ def approve(state: State, name: str, revision: int | None) -> None:
     \b
     Example:
       rollouts --as bob rollout approve web
-      rollouts --as bob rollout approve web --version 7
+      rollouts --as bob rollout approve web --revision 7
     """
-    version, attempt = state.app.approve(name, revision, state.meta())
-    click.echo(f"{name} version {version} attempt {attempt} approved by {state.actor}")
+    approved, attempt = state.app.approve(name, revision, state.meta())
+    click.echo(f"{name} version {approved} attempt {attempt} approved by {state.actor}")
 
 
 def history_rows(
@@ -150,7 +197,6 @@ def history_rows(
 ) -> list[dict[str, Any]]:
     """`name`'s deployments from the history view, caught up first, or as the log stood at `as_of`
     (NotFound: no such config or revision)."""
-    from projections import history_queries
 
     return history_queries.deployments(history_db(state, name, as_of), name, revision)
 
@@ -176,8 +222,6 @@ def history(state: State, name: str, revision: int | None, as_of: int | str | No
       rollouts rollout history web -o json
       rollouts rollout history web --as-of 2026-11-30T09:00:00
     """
-    from adapters import documents
-    from projections import history_queries
 
     db = history_db(state, name, as_of)
     if output == "json":
@@ -191,7 +235,6 @@ def history(state: State, name: str, revision: int | None, as_of: int | str | No
 
 
 def _revision_detail(row: dict[str, Any]) -> None:
-    from projections.history_queries import DEPLOYMENT_FIELDS
 
     spec = row["spec"]
     for key in DEPLOYMENT_FIELDS:
@@ -208,6 +251,13 @@ def _revision_detail(row: dict[str, Any]) -> None:
                 f"{which.replace('_', ' ').capitalize() + ':':<13}{json.dumps(spec[which]['command'])} "
                 f"(policy {spec[which]['policy']})"
             )
+    if spec.get("steps"):
+        click.echo(f"{'Steps:':<13}{','.join(map(str, spec['steps']))} (now {cell(row['step_index'])})")
+    if spec.get("verify"):
+        counts = ", ".join(f"{row[k] or 0} {k}" for k in ("passed", "failed", "inconclusive"))
+        click.echo(f"{'Verify:':<13}{json.dumps(spec['verify'])} ({counts})")
+    if row.get("rollback_of"):
+        click.echo(f"{'Rollback of:':<13}version {row['rollback_of']}")
     if row["steps"]:
         click.echo("Runs:")
         table(row["steps"], RUNS_TABLE)
@@ -240,13 +290,18 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
         raise click.UsageError("--watch and --as-of exclude each other")
     deadline = None if timeout is None else time.monotonic() + timeout
     said = None
+    watched = None  # with --watch: the version that was latest when the watch began
     while True:
         rows = history_rows(state, name, as_of=as_of)
         if not rows:
             raise NotFound(f"config {name!r} has no deployment yet")
-        latest_row = rows[-1]
+        watched = watched or rows[-1]["version"]
+        latest_row = next(r for r in rows if r["version"] == watched) if watch else rows[-1]
         freezes = _freezes(state, name, as_of)
         line = _status_line(name, latest_row, freezes)
+        rollback = next((r for r in rows if r.get("rollback_of") == latest_row["version"]), None)
+        if rollback is not None and latest_row["phase"] == phases.FAILED:
+            line += f"; rolled back automatically as version {rollback['version']}"
         if line != said and output == "table":
             click.echo(line)
         said = line
@@ -263,7 +318,8 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
 
 
 def _status_document(name: str, row: dict[str, Any], freezes: list[dict[str, Any]]) -> dict[str, Any]:
-    shown = {k: v for k, v in row.items() if k not in ("stream", "config", "step", "spec")}
+
+    shown = {k: v for k, v in history_document(row).items() if k != "spec"}
     return {"config": name, **shown, "frozen": bool(freezes), "freezes": freezes}
 
 
@@ -272,7 +328,33 @@ def _status_line(name: str, row: dict[str, Any], freezes: list[dict[str, Any]]) 
     text = f"{text}: {cell(row['reason'])}" if row["reason"] else text
     if row["phase"] == phases.NEW and row["needs_approval"] and not row["approved_by"]:
         text += "; waiting for approval (rollout approve, by another actor)"
+    text += _progress_text(name, row)
     return text + "".join(f"; {freeze_text(f)}" for f in freezes)
+
+
+PAUSED_BECAUSE = {
+    "step": "paused after step {k} (--step-pause manual)",
+    "inconclusive": "paused: measurements of step {k} were inconclusive",
+}
+
+
+def _progress_text(name: str, row: dict[str, Any]) -> str:
+    """`; step 2/3 (weight 50); measurements 2 passed/0 failed/0 inconclusive of 6`, and a pause's why and
+    the command that goes on (7.6): only for a config with steps or a verification."""
+    spec = row["spec"]
+    if not spec.get("steps") and not spec.get("verify"):
+        return ""
+    text = ""
+    if row.get("step_index") is not None:
+        text += f"; step {row['step_index']}/{row['step_count']} (weight {row['weight']})"
+    if spec.get("verify"):
+        planned = int(spec.get("verify_count", 3)) * int(row["step_count"] or 1)
+        counts = "/".join(f"{row.get(k) or 0} {k}" for k in ("passed", "failed", "inconclusive"))
+        text += f"; measurements {counts} of {planned}"
+    if row.get("paused"):
+        why = PAUSED_BECAUSE.get(row["paused"], "paused").format(k=row["step_index"])
+        text += f"; {why}; go on with: rollouts rollout promote {name}"
+    return text
 
 
 def freeze_text(freeze: dict[str, Any]) -> str:
@@ -283,7 +365,6 @@ def freeze_text(freeze: dict[str, Any]) -> str:
 
 def _freezes(state: State, name: str, as_of: int | str | None) -> list[dict[str, Any]]:
     """The freezes of `name` in force now (or, with an ISO --as-of, at that time)."""
-    from projections import history_queries
 
     if as_of is None:
         db = state.read("history").db("history")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
-from adapters.cli.state import State, healing, pass_reader
-from adapters.cli.types import Whole
+from rollouts.adapters.cli.errors import internal_error
+from rollouts.adapters.cli.state import State, healing, pass_reader
+from rollouts.adapters.cli.types import Whole
 
 
 @click.command()
@@ -24,8 +26,14 @@ from adapters.cli.types import Whole
     show_default=True,
     help="Port to listen on; 0 picks a free one (the URL is printed on stdout).",
 )
+@click.option(
+    "--token-env",
+    metavar="NAME",
+    help="Require `Authorization: Bearer VALUE` on every request, VALUE read from environment variable NAME.",
+)
+@click.option("--insecure", is_flag=True, help="Serve off loopback without a token (anyone who reaches it reads all).")
 @pass_reader
-def serve(state: State, host: str, port: int) -> None:
+def serve(state: State, host: str, port: int, token_env: str | None, insecure: bool) -> None:
     """Serve a read-only page of the configs, their timelines, history and events, a JSON API and
     Prometheus metrics, until Ctrl-C or SIGTERM (exit 0).
 
@@ -37,33 +45,62 @@ def serve(state: State, host: str, port: int) -> None:
       /api/configs                as `config list -o json`
       /api/configs/NAME/history   as `rollout history NAME -o json` (?revision=N)
       /api/events                 as `events -o json` (?config= &version= &type= &actor=
-                                  &since= &after= &until= &limit=)
+                                  &since= &after= &until= &limit=); 1,000 at most
+                                  without limit, a Link header names the next page
       /metrics                    Prometheus text format
 
-    Each request catches the views up first, as read commands do; the log is
+    Each request catches the views up first, as read commands do, and checks
+    that the home is still bound to the store's log (503 if not); the log is
     never written. The URL is printed on stdout once the port is open.
+
+    Off loopback (an address other than 127.0.0.0/8, ::1 or localhost) serve
+    refuses to start unless given --token-env NAME (every request, /metrics
+    included, then needs the bearer token; 401 without it) or --insecure.
 
     \b
     Example:
       rollouts serve                      # http://127.0.0.1:8008/
       rollouts serve --port 0             # a free port; the URL is on stdout
-      rollouts serve --host 0.0.0.0 --port 9100
+      ROLLOUTS_SERVE_TOKEN=$(openssl rand -hex 32) rollouts serve --host 0.0.0.0 --token-env ROLLOUTS_SERVE_TOKEN
     """
-    from adapters.cli.errors import internal_error
-    from adapters.web import routes, server
+    import os
 
+    from rollouts.adapters.web import routes, server  # start-up cost: prometheus_client off `serve --help`
+
+    token = None
+    if token_env is not None:
+        value = os.environ.get(token_env, "")
+        if not value.strip():
+            raise click.BadParameter(f"environment variable {token_env} is unset or empty", param_hint="--token-env")
+        token = value.strip().encode()
+    elif not insecure and not server.is_loopback(host):
+        raise click.UsageError(
+            f"serving on {host} (not loopback) needs --token-env NAME (a bearer token every request must carry)"
+            " or --insecure (anyone who can reach it reads every config's spec and events)"
+        )
     state.read("history", "audit")  # a log this home must not read, or a broken store, fails here, before listening
-    reader = server.Reader(state, lambda s, m, t: healing(s, routes.answer, m, t), internal_error)
+    bound = state.log_problem(state.recorder) is None
+    reader = server.Reader(state, lambda s, m, t: _answer(routes, s, m, t, bound), internal_error)
     try:
-        http = server.listen(host, port, reader)
+        http = server.listen(host, port, reader, token)
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
     except UnicodeError:
         raise click.BadParameter(f"{host!r} is not a host name or address", param_hint="--host") from None
-    if not server.is_loopback(host):
+    if not server.is_loopback(host) and token is None:
         state.warn(f"listening on {host}: anyone who can reach it can read every config's spec and events")
     click.echo(server.url(http))
     sys.stdout.flush()
     click.echo(f"serving {server.url(http)} read-only; Ctrl-C to stop", err=True)
     server.serve_until_stopped(http, reader)
     click.echo("stopped", err=True)
+
+
+def _answer(routes: Any, state: State, metrics: Any, target: str, bound: bool) -> Any:
+    """A request's answer; a home bound to the log at start is checked again first (a log replaced,
+    rebound or gone back while serving is not shown as this home's: 503, saying why)."""
+    if bound:
+        problem = state.log_problem_now()
+        if problem is not None:
+            return routes.error(503, problem, target.startswith("/api/"))
+    return healing(state, routes.answer, metrics, target)

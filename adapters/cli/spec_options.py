@@ -8,10 +8,75 @@ from typing import Any, TypeVar
 
 import click
 
-from adapters.cli.types import HISTORY_LIMIT, TIMEOUT
+from rollouts.adapters.cli.types import HISTORY_LIMIT, TIMEOUT, Whole
+from rollouts.domain.spec import RESERVED_PREFIX, Spec, looks_secret
 
 F = TypeVar("F", bound=Callable[..., Any])
 POLICY = click.Choice(["abort", "retry", "ignore"])
+DAY = 86400
+# The spec's fields of DESIGN 7.6 and the options that set them (an invalid value is named by its option).
+STEP_OPTIONS = {
+    "steps": "--steps",
+    "step_pause": "--step-pause",
+    "verify": "--verify",
+    "verify_count": "--verify-count",
+    "verify_interval": "--verify-interval",
+    "verify_timeout": "--verify-timeout",
+    "failure_limit": "--failure-limit",
+    "inconclusive_limit": "--inconclusive-limit",
+    "auto_rollback": "--auto-rollback",
+}
+
+
+class Weights(click.ParamType):
+    """`--steps W1,W2,...`: whole numbers (the spec checks their order and range); '' removes the steps."""
+
+    name = "W1,W2,..."
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> list[int]:
+        if isinstance(value, list):
+            return value
+        text = str(value).strip()
+        if not text:
+            return []
+        parts = [p.strip() for p in text.split(",")]
+        if not all(p.isascii() and p.isdigit() and len(p) <= 3 for p in parts):
+            self.fail(f"{text[:80]!r}: expected weights like 10,50,100 (whole numbers 1..100)", param, ctx)
+        return [int(p) for p in parts]
+
+
+class Pause(click.ParamType):
+    """`--step-pause SECONDS|manual`."""
+
+    name = "SECONDS|manual"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        text = str(value).strip()
+        if text == "manual":
+            return text
+        if not (text.isascii() and text.isdigit()) or int(text) > DAY:
+            self.fail(f"{text[:80]!r}: expected whole seconds 0..{DAY}, or manual", param, ctx)
+        return int(text)
+
+
+def step_options() -> list[Callable[[F], F]]:
+    """The options of DESIGN 7.6: steps, verification, automatic rollback."""
+    return [
+        click.option("--steps", type=Weights(), help="Roll out in steps of these weights (the last 100; '' removes)."),
+        click.option("--step-pause", type=Pause(), help="Between steps: wait SECONDS, or manual (`rollout promote`)."),
+        click.option("--verify", metavar="'CMD ARGS'", help="Measure each step with CMD (exit 0 passed, 1 failed)."),
+        click.option("--verify-count", type=Whole(1, 1000), help="Measurements per step (default 3)."),
+        click.option("--verify-interval", type=Whole(0, DAY), metavar="SECONDS", help="Between measurements (10)."),
+        click.option("--verify-timeout", type=Whole(1, DAY), metavar="SECONDS", help="A measurement's limit (30)."),
+        click.option("--failure-limit", type=Whole(0, 1000), help="Failed measurements a step tolerates (0)."),
+        click.option("--inconclusive-limit", type=Whole(0, 1000), help="Inconclusive ones before a pause (0)."),
+        click.option(
+            "--auto-rollback/--no-auto-rollback",
+            "auto_rollback",
+            default=None,
+            help="Roll back to the last Complete version when a deployment fails.",
+        ),
+    ]
 
 
 def spec_options(f: F) -> F:
@@ -43,6 +108,7 @@ def spec_options(f: F) -> F:
             default=None,
             help="Each new deployment and retry waits for `rollout approve` by another actor.",
         ),
+        *step_options(),
     ]
     for option in reversed(options):
         f = option(f)
@@ -54,6 +120,10 @@ def merged_env(env: dict[str, str], changes: tuple[str, ...]) -> dict[str, str]:
     for change in changes:
         if "=" in change:
             key, value = change.split("=", 1)
+            if key.startswith(RESERVED_PREFIX):  # launch sets these last: a value here would be ignored
+                raise click.BadParameter(
+                    f"{key}: rollouts sets the {RESERVED_PREFIX}* variables itself", param_hint="--env"
+                )
             result[key] = value
         elif change.endswith("-") and len(change) > 1:
             result.pop(change[:-1], None)
@@ -87,7 +157,6 @@ def refuse_removals(options: dict[str, Any]) -> None:
 
 def warn_secret_env(changes: tuple[str, ...]) -> None:
     """`--env` values are in the log for ever: say so when a name looks like a secret's."""
-    from domain.spec import looks_secret
 
     for change in changes:
         key = change.split("=", 1)[0]
@@ -121,8 +190,6 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
     """The spec `data` with the given options applied; a one-line error when invalid."""
     from pydantic import ValidationError
 
-    from domain.spec import Spec
-
     new = dict(data)
     if command:
         new["command"] = list(command)
@@ -131,6 +198,7 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
     for key in ("timeout", "history_limit", "trigger", "require_approval"):
         if options[key] is not None:
             new[key] = options[key]
+    _step_changes(new, options)
     for which in ("pre", "post"):
         new[f"{which}_hook"] = hook_change(
             data.get(f"{which}_hook"), which, options[f"{which}_hook"], options[f"{which}_hook_policy"]
@@ -143,4 +211,26 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
         message = first["msg"].removeprefix("Value error, ")
         if where == "pass_env":
             raise click.BadParameter(message, param_hint="--pass-env") from None
+        field = where.split(".")[0]
+        if field in STEP_OPTIONS:
+            raise click.BadParameter(message, param_hint=STEP_OPTIONS[field]) from None
+        if where == "spec" and "failure limit" in message:
+            raise click.BadParameter(message, param_hint="--failure-limit") from None
         raise click.BadParameter(f"{where}: {message}") from None
+
+
+def _step_changes(new: dict[str, Any], options: dict[str, Any]) -> None:
+    """Apply the options of 7.6 that were given: `--steps ''` and `--verify ''` remove."""
+    for key in STEP_OPTIONS:
+        value = options.get(key)
+        if value is None:
+            continue
+        if key == "verify":
+            try:
+                argv = shlex.split(value)
+            except ValueError as error:
+                raise click.BadParameter(f"{value!r}: {error}", param_hint="--verify") from None
+            value = argv or None
+        elif key == "steps":
+            value = value or None
+        new[key] = value

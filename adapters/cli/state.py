@@ -3,39 +3,58 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable
-from functools import cached_property, update_wrapper
+from functools import update_wrapper
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from adapters.home import Home
+from rollouts.adapters import binding, settings
+from rollouts.adapters.binding import HomeBoundElsewhere
+from rollouts.adapters.bootstrap import bootstrap
+from rollouts.adapters.home import Home
+from rollouts.adapters.identity import new_meta
+from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.store_url import SQLiteInHome, StoreURL
+from rollouts.domain.errors import NotFound
+from rollouts.projections.health import is_broken
+from rollouts.projections.store import ProjectionStore, projections_named
 
 if TYPE_CHECKING:
-    from adapters.application import RolloutsApp
+    from rollouts.adapters.application import RolloutsApp
+    from rollouts.adapters.backend import Backend
 
 
 class State:
     """What every command needs; the store and projections open only when first used."""
 
     def __init__(self, home: str, store: str | None, actor: str) -> None:
-        self.home = Home(home, warn=self.warn)
+        # A bad URL is a usage error before anything opens
+        self.services = bootstrap(Home(home, warn=self.warn), store)
         self.scratch: Path | None = None  # a read command's stand-in for a missing home
-        self.store = store or None
         self.actor = actor
         self.cache_kib: int | None = None  # per projection connection, for a long-lived process
         self._recorded: tuple[str | None, int, str | None] | None = None  # what check_log last wrote to the binding
+        self._no_log: bool | None = None
+        self._app: RolloutsApp | None = None
+        self._recorder: Any = None  # a bare recorder, when a read opened no application
+        self._projections: Any = None
+        self._problem: str | None = None
+        self._checked = False  # whether _problem is known (log_problem)
         self.accept_any_log = False  # `home rebind` alone acts on a log the home is not bound to
         self._scratch_views: tempfile.TemporaryDirectory[str] | None = None  # views of a log the home is not bound to
-        if self.store:
-            from adapters.store_url import parse_store
 
-            parse_store(self.store)  # a bad URL is a usage error before anything opens
+    @property
+    def home(self) -> Home:
+        return self.services.home
+
+    @property
+    def backend(self) -> Backend:
+        return self.services.backend
 
     def warn(self, text: str) -> None:
         click.echo(f"warning: {text}", err=True)
@@ -46,60 +65,86 @@ class State:
         existing directory is the home, log or not: a long-running read (serve) sees the first write."""
         if self.scratch is not None:
             return
-        if self.store and self.store_has_no_log():  # no DDL for a read: a misspelt schema is not made
+        store: StoreURL = self.backend.store
+        if self.backend.shared and self.store_has_no_log():  # no DDL for a read: a misspelt schema is not made
             self.warn(f"{self.store_shown()} holds no log yet; answering as for an empty log (nothing is created)")
-            self.store = None
+            store = SQLiteInHome()
         elif self.home.path.exists():
             return
         else:
-            what = "from the store with views built aside" if self.store else "as for an empty log"
+            what = "from the store with views built aside" if self.backend.shared else "as for an empty log"
             self.warn(f"home {self.home.path} does not exist; answering {what} (nothing is written)")
         self.scratch = Path(tempfile.mkdtemp(prefix="rollouts-read-"))
-        self.home = Home(self.scratch / "home")
+        self.services = bootstrap(Home(self.scratch / "home"), store)
 
     def store_has_no_log(self) -> bool:
-        """Whether the PostgreSQL store holds no log (asked of the server once: reading() and
-        pass_log_reader both want it)."""
-        if "_no_log" not in self.__dict__:
-            from adapters.eventstore import store_has_no_log
-
-            self._no_log = self.store is not None and store_has_no_log(self.store)
+        """Whether the store holds no log (asked once: reading() and pass_log_reader both want it)."""
+        if self._no_log is None:
+            self._no_log = not self.backend.has_log()
         return self._no_log
 
+    def store_has_log(self) -> bool:
+        """Whether the store holds a log already: opening the application on one that does not makes it."""
+        return not self.store_has_no_log()
+
+    def refuse_making_a_log(self) -> None:
+        """A home bound to a log refuses a store that holds none before it is opened: opening it would make
+        a schema, tables and a log id there, for a command that is then refused (a mistyped --store)."""
+
+        if self.accept_any_log:
+            return
+        bound = binding.load(self.home.runtime)  # first: a home bound to nothing asks the server nothing more
+        if bound is not None and not self.store_has_log():
+            raise binding.HomeBoundElsewhere(
+                f"home {self.home.path} belongs to log {bound.log_id} (seen up to position {bound.seen}), but"
+                f" {self.store_shown()} holds no log; point --store/--home at the right pair, or run"
+                " 'rollouts home rebind' to bind this home to a new log there"
+            )
+
     def store_shown(self) -> str:
-        from adapters.store_url import parse_store
+        return self.backend.shown()
 
-        return parse_store(self.store).redacted() if self.store else str(self.home.events_db)
-
-    @cached_property
+    @property
     def app(self) -> RolloutsApp:
         """The application, for commands that write or reconcile: refused on a log this home is not bound to."""
-        from adapters.binding import HomeBoundElsewhere
-        from adapters.eventstore import open_app
+        if self._app is None:
+            self.home.ensure()  # first: a home that cannot be one (a file, another account's) is one error line
+            self.refuse_making_a_log()
+            app = self.services.open_app()
+            problem = None if self.accept_any_log else self.log_problem(app.recorder)
+            if problem is not None:
+                app.close()
+                raise HomeBoundElsewhere(problem)
+            self._app = app
+        return self._app
 
-        self.home.ensure()
-        app = open_app(self.home, self.store)
-        problem = None if self.accept_any_log else self.log_problem(app.recorder)
-        if problem is not None:
-            app.close()
-            raise HomeBoundElsewhere(problem)
-        return app
+    @property
+    def opened_app(self) -> RolloutsApp | None:
+        """The application, if this command opened it already."""
+        return self._app
 
-    @cached_property
+    @property
     def recorder(self) -> Any:
         """The log's recorder: the application's when it is open, else a bare one (reads stay light)."""
-        if "app" in self.__dict__:
-            return self.app.recorder
-        from adapters.eventstore import open_recorder
+        if self._recorder is not None:
+            return self._recorder
+        if self._app is not None:
+            return self._app.recorder
+        self._recorder = self.services.open_recorder()
+        return self._recorder
 
-        self.home.ensure()
-        return open_recorder(self.home, self.store)
-
-    @cached_property
+    @property
     def projections(self) -> Any:
         """The views; on a log this home is not bound to, scratch views built for this command alone."""
-        from adapters.log_source import RecorderSource
-        from projections.store import ProjectionStore
+        if self._projections is None:
+            self._projections = self._open_projections()
+        return self._projections
+
+    @property
+    def projections_open(self) -> bool:
+        return self._projections is not None
+
+    def _open_projections(self) -> Any:
 
         folder = self.home.projections
         problem = self.log_problem(self.recorder)
@@ -110,31 +155,28 @@ class State:
         return ProjectionStore(
             folder,
             RecorderSource(self.recorder),
-            frozen=os.environ.get("ROLLOUTS_FREEZE_PROJECTIONS") == "1",
+            frozen=settings.freeze_projections(),
             warn=self.warn,
             cache_kib=self.cache_kib,
         )
 
     def read(self, *names: str) -> Any:
         """The projection store, caught up to the head for `names` (read-your-writes)."""
-        from projections.store import projections_named
 
         self.projections.catch_up(projections_named(names))
         return self.projections
 
     def meta(self, **extra: Any) -> dict[str, Any]:
-        from adapters.application import new_meta
 
         return new_meta(self.actor, **extra)
 
     def log_problem(self, recorder: Any) -> str | None:
         """Why this home must not act on the store's log (another log, one that went back, or one whose
         history to the position seen changed: binding.Binding.problem), if it must not."""
-        from adapters import binding
 
         if self.accept_any_log:
             return None
-        if "_problem" not in self.__dict__:
+        if not self._checked:
             bound = binding.load(self.home.runtime)
             head = recorder.max_notification_id() or 0
             hashes: dict[int, str | None] = {}  # the binding's position is most often the head: one query
@@ -146,21 +188,28 @@ class State:
 
             self._log = (recorder.log_id(), head, hash_at(head) if head else None)
             self._problem = None if bound is None else bound.problem(*self._log[:2], self.home.path, hash_at)
+            self._checked = True
         return self._problem
 
     def require_bound(self) -> None:
         """Refuse (exit 5) unless this home is bound to the store's log as it is."""
-        from adapters.binding import HomeBoundElsewhere
 
-        problem = self.log_problem(self.app.recorder if "app" in self.__dict__ else self.recorder)
+        if self._app is None and self._recorder is None:
+            self.home.ensure()
+            self.refuse_making_a_log()
+        problem = self.log_problem(self.recorder)
         if problem is not None:
             raise HomeBoundElsewhere(problem)
 
+    def log_problem_now(self) -> str | None:
+        """`log_problem` asked again of the store (a long-lived reader: serve, on every request)."""
+        self._checked = False
+        return self.log_problem(self.recorder)
+
     def check_log(self, recorder: Any) -> None:
         """For a long-lived command (the controller): check the binding again, and remember the head."""
-        from adapters import binding
 
-        self.__dict__.pop("_problem", None)
+        self._checked = False
         problem = self.log_problem(recorder)
         if problem is not None:
             raise binding.HomeBoundElsewhere(problem)
@@ -170,11 +219,10 @@ class State:
 
     def _remember_head(self) -> None:
         """A command that used the log on a home bound to it raises the position the home has seen."""
-        from adapters import binding
 
-        if self.__dict__.get("_problem", True) is not None or not self.home.runtime.is_dir():
+        if not self._checked or self._problem is not None or not self.home.runtime.is_dir():
             return
-        recorder = self.app.recorder if "app" in self.__dict__ else self.__dict__.get("recorder")
+        recorder = self._app.recorder if self._app is not None else self._recorder
         if recorder is not None:
             head = recorder.max_notification_id() or 0
             binding.record(self.home.runtime, recorder.log_id(), head, recorder.hash_at(head) if head else None)
@@ -182,14 +230,14 @@ class State:
     def close(self) -> None:
         with contextlib.suppress(Exception):  # noqa: BLE001 - remembering is best effort; the next check decides
             self._remember_head()
-        if "projections" in self.__dict__:
-            self.projections.close()
+        if self._projections is not None:
+            self._projections.close()
         if self._scratch_views is not None:
             self._scratch_views.cleanup()
-        if "app" in self.__dict__:
-            self.app.close()
-        elif "recorder" in self.__dict__:
-            self.recorder.datastore.close()
+        if self._app is not None:
+            self._app.close()
+        if self._recorder is not None:
+            self._recorder.datastore.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -215,11 +263,10 @@ def pass_log_reader(f: Callable[..., Any]) -> Callable[..., Any]:
     mistyped home would pass for a real one): NotFound."""
 
     def log_only(state: State, *args: Any, **kwargs: Any) -> Any:
-        from domain.errors import NotFound
 
         if state.scratch is None and state.store_has_no_log():
-            raise NotFound(f"{state.store_shown()} holds no log: there is no log to read (give --home or --store)")
-        if not state.store and state.scratch is None and not state.home.events_db.exists():
+            if state.backend.shared:
+                raise NotFound(f"{state.store_shown()} holds no log: there is no log to read (give --home or --store)")
             where = "holds no event log (events.db)" if state.home.path.exists() else "does not exist"
             raise NotFound(f"home {state.home.path} {where}: there is no log to read (give --home or --store)")
         state.reading()
@@ -240,8 +287,6 @@ def healing(state: State, f: Callable[..., Any], *args: Any, **kwargs: Any) -> A
             return f(state, *args, **kwargs)
         except sqlite3.DatabaseError as error:
             # A view broken where its checks at open could not see (a page deep in the file).
-            from projections.health import is_broken
-
-            if not is_broken(error) or "projections" not in state.__dict__ or not state.projections.heal_broken():
+            if not is_broken(error) or not state.projections_open or not state.projections.heal_broken():
                 raise
     return f(state, *args, **kwargs)

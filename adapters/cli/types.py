@@ -18,6 +18,8 @@ class Whole(click.IntRange):
         super().__init__(min=minimum, max=maximum)
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, str) and not value.isascii():  # int() takes a full-width 5 for 5
+            self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
         number: int = click.INT.convert(value, param, ctx)
         if self.max == SQLITE_MAX and number > SQLITE_MAX:
             self.fail(f"{number} is too large to exist", param, ctx)
@@ -45,6 +47,8 @@ class Seconds(click.ParamType):
         self.minimum = minimum
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, str) and not value.isascii():  # float() takes a full-width 5 for 5
+            self.fail(f"{value!r} is not a number of seconds in ASCII digits", param, ctx)
         try:
             seconds = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):

@@ -10,13 +10,13 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from adapters.failures import is_lock_timeout
-from domain import ids, phases, rollout
-from domain.deployment import Deployment
-from domain.errors import DomainError, NotFound
+from rollouts.adapters.failures import is_lock_timeout
+from rollouts.domain import ids, phases, rollout
+from rollouts.domain.deployment import ABORTED, Deployment
+from rollouts.domain.errors import DomainError, NotFound
 
 if TYPE_CHECKING:
-    from adapters.application import RolloutsApp
+    from rollouts.adapters.application import RolloutsApp
 
 Report = Callable[[Deployment], bool]
 Decision = Callable[[], tuple[list[Any], Any]]
@@ -69,9 +69,26 @@ def report_decision(
         if not change(deployment):
             return [], None
         rollout.settle(config, deployment, meta)
+        rollback = rollback_for(app, config, deployment, meta)
+        if rollback:  # in the save that records the failure: exactly one, through crashes and twins (I10)
+            return [*deployment.collect_events(), *rollback], deployment
         return _as_if_alone(config, deployment), deployment
 
     return decision
+
+
+def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: dict[str, Any]) -> list[Any]:
+    """The aggregates of the automatic rollback `deployment`'s failure calls for (none if it calls for none),
+    decided on the config and deployment as this decision holds them."""
+    to = rollout.rollback_due(config, deployment, _last_complete(app, config, deployment))
+    if to is None:
+        return []
+
+    source = app.deployment(config, to)
+    from rollouts.domain.spec import Spec  # start-up cost: pydantic loads only for a rollback
+
+    spec = Spec.model_validate({**config.spec, **source.typed_spec().rollout_part()}).to_data()  # as undo stores it
+    return rollout.auto_rollback(config, deployment, source, spec, meta)
 
 
 def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
@@ -82,6 +99,19 @@ def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
     reported = list(deployment.collect_events())
     released = list(config.collect_events())
     return [*reported[:-1], *released, *reported[-1:], config, deployment]
+
+
+def _last_complete(app: RolloutsApp, config: Any, deployment: Deployment) -> int | None:
+    """The last Complete revision before a failed one, looked up only when the config does not know it
+    (a snapshot taken before configs kept it) and only for a failure that may call for a rollback."""
+    if config.last_complete is not None or not deployment.reason or deployment.phase != phases.FAILED:
+        return None
+    if not (config.spec.get("auto_rollback") or deployment.reason.startswith(ABORTED)):
+        return None
+    for revision in range(deployment.revision - 1, 0, -1):
+        if app.deployment(config, revision).phase == phases.COMPLETE:
+            return revision
+    return None
 
 
 def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | None:
@@ -123,6 +153,6 @@ def current_step(app: RolloutsApp, config_name: str, revision: int, name: str, c
     deployment: Deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
     if not deployment.is_current(name) or deployment.claimant != claimant:
         return None
-    if deployment.cancel_requested or deployment.step is None or deployment.step.created:
-        return None
+    if deployment.cancel_requested or deployment.step is None or deployment.step.created or not deployment.step.runs:
+        return None  # (a pause is no process: nothing to create)
     return deployment

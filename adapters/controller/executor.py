@@ -9,15 +9,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 from uuid import UUID
 
-from adapters.application import RolloutsApp, WriteConflict, new_meta
-from adapters.controller import commands
-from adapters.controller.launch import Launch, launch_spec
-from adapters.controller.plan import REPORTS, Action, Kind, is_gone
-from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
-from domain import ids, phases
-from domain.deployment import Deployment
-from domain.errors import DomainError, NotFound
-from domain.freeze import ALL_ID
+from rollouts.adapters.application import RolloutsApp, WriteConflict, new_meta
+from rollouts.adapters.claim_check import env_value as claim_env
+from rollouts.adapters.controller import commands
+from rollouts.adapters.controller.launch import Launch, launch_spec
+from rollouts.adapters.controller.plan import REPORTS, Action, Kind, is_gone
+from rollouts.adapters.log_move import log_ids_by_position
+from rollouts.adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
+from rollouts.domain import ids, phases
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.errors import DomainError, NotFound
+from rollouts.domain.freeze import ALL_ID
 
 Meta = dict[str, Any]
 
@@ -25,25 +27,36 @@ Meta = dict[str, Any]
 class Executor:
     """Runs actions for one controller (`claimant`) against the app and a runtime."""
 
-    def __init__(self, app: RolloutsApp, runtime: Runtime, claimant: str, actor: str, cwd: str) -> None:
+    def __init__(
+        self,
+        app: RolloutsApp,
+        runtime: Runtime,
+        claimant: str,
+        actor: str,
+        cwd: str,
+        fence: Mapping[str, str] | None = None,
+    ) -> None:
+        """`fence`: ROLLOUT_HOME and ROLLOUT_STORE, given to every process with its ROLLOUT_CLAIM (7.7)."""
         self.app = app
+        self.fence = dict(fence or {})
         self.runtime = runtime
         self.claimant = claimant
         self.actor = actor
         self.cwd = cwd
         self.ended: set[str] = set()
-        self._log_id: tuple[str | None] | None = None  # the log's id, read once a pass
+        self._writers: Callable[[int], str] | None = None  # which log wrote each position, read once a pass
         # The claims of a group's deployments, read at once (see _reading): the streams asked, what was found
         self._claims: tuple[set[UUID], dict[UUID, tuple[int, str | None]]] | None = None
 
     def begin_pass(self) -> None:
         """Forget what was read of the log in the last pass (its id: a rebind may change it)."""
-        self._log_id = None
+        self._writers = None
 
-    def log_id(self) -> str | None:
-        if self._log_id is None:
-            self._log_id = (self.app.recorder.log_id(),)
-        return self._log_id[0]
+    def writer_of(self, position: int) -> str:
+        """The id of the log that wrote `position` (its own, or an origin's: see log_move)."""
+        if self._writers is None:
+            self._writers = log_ids_by_position(self.app)
+        return self._writers(position)
 
     def meta(self, notification_id: int | None = None) -> dict[str, Any]:
         return new_meta(self.actor, notification_id=notification_id, claimant=self.claimant)
@@ -60,7 +73,21 @@ class Executor:
                 raise ValueError(f"only reports are batched, not {[str(a.kind) for a in batch]}")
             HANDLERS[first.kind](self, first, meta)
             return
-        self._report(first, self._change(batch, meta), meta)
+        changed = commands.report(self.app, first.config, first.revision, self._change(batch, meta), meta)
+        self._ended(first, changed)
+        for create in self._due_now(first, changed):
+            self._create(create, self.meta())
+
+    def _due_now(self, a: Action, changed: Deployment | None) -> list[Action]:
+        """The step a report just made current, when it is ours to create at once (a process with no wait):
+        created in this pass, not the next (one pass per step or measurement, not two). The create
+        re-reads the log first, as every create does."""
+        step = changed.step if changed is not None and changed.is_open else None
+        if step is None or not step.runs or step.created or step.delay != 0 or changed.claimant != self.claimant:
+            return []
+        if changed.cancel_requested:
+            return []
+        return [dataclasses.replace(a, kind=Kind.CREATE, name=step.name, attempt=changed.attempt)]
 
     def run_group(
         self, batches: Sequence[tuple[Action, ...]], notification_ids: Mapping[tuple[str, int], int | None]
@@ -71,7 +98,7 @@ class Executor:
         batches that failed, with why (a write still conflicting, a refusal)."""
         if not batches:
             return []
-        metas = [self.meta(notification_ids.get((b[0].config, b[0].version))) for b in batches]
+        metas = [self.meta(notification_ids.get((b[0].config, b[0].revision))) for b in batches]
         if any(b[0].kind != Kind.CLAIM and b[0].kind not in REPORTS for b in batches):
             raise ValueError("only claims and reports are decided together")
         claims = batches[0][0].kind == Kind.CLAIM
@@ -87,11 +114,12 @@ class Executor:
         for i, (batch, _) in enumerate(due):
             try:
                 if results is None:  # each decided alone, on its own fresh reads (after the block above)
-                    self.run_batch(batch, notification_ids.get((batch[0].config, batch[0].version)))
+                    self.run_batch(batch, notification_ids.get((batch[0].config, batch[0].revision)))
                 elif claims and results[i] is not None:
                     creates.append(dataclasses.replace(batch[0], kind=Kind.CREATE, name=results[i]))
                 elif not claims:
                     self._ended(batch[0], results[i])
+                    creates += self._due_now(batch[0], results[i])
             except (WriteConflict, DomainError, NotFound) as error:
                 failures.append((batch, error))
         return failures + self._create_all(creates)
@@ -124,7 +152,7 @@ class Executor:
         if len(actions) < 2:
             yield
             return
-        deployments = [ids.deployment_id(ids.config_id(a.config), a.version) for a in actions]
+        deployments = [ids.deployment_id(ids.config_id(a.config), a.revision) for a in actions]
         streams = [*deployments, *([ids.config_id(a.config) for a in actions] + [ALL_ID] if configs else [])]
         with self.app.preloaded(streams):
             if claims:
@@ -136,15 +164,15 @@ class Executor:
 
     def _new(self, a: Action) -> bool:
         try:
-            return commands.is_new(self.app, a.config, a.version)
+            return commands.is_new(self.app, a.config, a.revision)
         except NotFound:
             return False
 
     def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decision:
         a = batch[0]
         if a.kind == Kind.CLAIM:
-            return commands.claim_decision(self.app, a.config, a.version, self.claimant, meta)
-        return commands.report_decision(self.app, a.config, a.version, self._change(batch, meta), meta)
+            return commands.claim_decision(self.app, a.config, a.revision, self.claimant, meta)
+        return commands.report_decision(self.app, a.config, a.revision, self._change(batch, meta), meta)
 
     def _change(self, batch: Sequence[Action], meta: dict[str, Any]) -> commands.Report:
         changes = [REPORTERS[a.kind](_name(a), a, meta) for a in batch]
@@ -164,7 +192,7 @@ class Executor:
 
     def _claim(self, a: Action, meta: dict[str, Any]) -> None:
         """Claim, then create at once: the claim is committed, and the create re-checks the log."""
-        step = commands.claim(self.app, a.config, a.version, self.claimant, meta)
+        step = commands.claim(self.app, a.config, a.revision, self.claimant, meta)
         if step is not None:
             self._create(dataclasses.replace(a, kind=Kind.CREATE, name=step), meta)
 
@@ -180,7 +208,7 @@ class Executor:
 
     def _launch(self, a: Action) -> tuple[Action, int, Launch, str] | None:
         """What to create for `a`, if the log says it is the current, uncreated step of our claim."""
-        deployment = commands.current_step(self.app, a.config, a.version, _name(a), self.claimant)
+        deployment = commands.current_step(self.app, a.config, a.revision, _name(a), self.claimant)
         if deployment is None:
             return None
         return a, deployment.attempt, launch_spec(deployment, os.environ, self.cwd), self.claim_token(deployment)
@@ -188,14 +216,16 @@ class Executor:
     def _runtime_create(self, a: Action, attempt: int, launch: Launch, claim: str) -> None:
         # DeployerExists: created before (by us before a crash, or by a twin controller): reported all the same,
         # if the row names our claim (else it is a deployer of another history, and the report says so).
+        log_id, position, _ = claim.split(":", 2)
+        env = {**launch.env, **self.fence, "ROLLOUT_CLAIM": claim_env(log_id, int(position))}
         with contextlib.suppress(DeployerExists):
             self.runtime.create(
                 _name(a),
                 config=a.config,
-                revision=a.version,
+                revision=a.revision,
                 attempt=attempt,
                 argv=launch.argv,
-                env=launch.env,
+                env=env,
                 pass_env=launch.pass_env,
                 cwd=self.cwd,
                 claim=claim,
@@ -209,7 +239,7 @@ class Executor:
             position, digest = self._claims[1].get(deployment.id) or (0, None)  # read with the group's
         else:
             position, digest = self.app.recorder.claim_of(deployment.id) or (0, None)
-        return claim_text(self.log_id(), position, digest)
+        return claim_text(self.writer_of(position), position, digest)
 
     def _foreign(self, deployment: Deployment, name: str, row: Observed | None) -> str | None:
         """Why the runtime row holding `name` is not this deployment's deployer, or None if it is."""
@@ -237,12 +267,13 @@ class Executor:
     ) -> None:
         """Stop what runs NOW according to the log (not the plan's view), then end the attempt
         only if that is still the current step: a stale plan must not leave a later step running."""
-        deployment = self.app.deployment(self.app.config(a.config), a.version)
+        deployment = self.app.deployment(self.app.config(a.config), a.revision)
         if not (due(deployment) and deployment.attempt == a.attempt):
             return
         name = deployment.step.name if deployment.step else None
-        self._halt(dataclasses.replace(a, name=name))
-        row = self.runtime.get(name) if name else None
+        process = name if deployment.step is not None and deployment.step.runs else None  # a pause runs none
+        self._halt(dataclasses.replace(a, name=process))
+        row = self.runtime.get(process) if process else None
         if row is not None and not is_gone(row):
             return  # still dying (another controller's stop in its grace): end the attempt on a later pass
 
@@ -254,6 +285,41 @@ class Executor:
 
         self._report(a, change, meta)
 
+    def _end_pause(self, a: Action, meta: dict[str, Any]) -> None:
+        """A timed pause that has run its time, decided again on the log: the attempt goes on."""
+
+        def change(d: Deployment) -> bool:
+            pause = d.paused
+            if pause is None or pause.name != a.name or pause.delay is None or d.claimant != self.claimant:
+                return False
+            d.end_pause(meta)
+            return True
+
+        changed = commands.report(self.app, a.config, a.revision, change, meta)
+        self._ended(a, changed)
+        for create in self._due_now(a, changed):
+            self._create(create, self.meta())
+
+    def _take_over(self, a: Action, meta: dict[str, Any]) -> None:
+        """Go on with a claim whose claimant's lease ended while nothing ran (the plan saw it expired),
+        decided again on the log: only while the attempt is still paused or between measurements."""
+
+        def change(d: Deployment) -> bool:
+            if d.attempt != a.attempt or not d.nothing_runs or d.claimant == self.claimant:
+                return False
+            if (d.step.name if d.step else None) != a.name:
+                return False
+            d.take_over(self.claimant, meta)
+            return True
+
+        self._report(a, change, meta)
+
+    def _stop_measurement(self, a: Action, meta: dict[str, Any]) -> None:
+        """A measurement past --verify-timeout: stopped; its row's end is then reported (inconclusive)."""
+        deployment = commands.peek(self.app, ids.deployment_id(ids.config_id(a.config), a.revision))
+        if deployment.is_current(_name(a)) and deployment.claimant == self.claimant:
+            self.runtime.stop(_name(a), reason=a.reason or "timeout")
+
     # -- helpers -------------------------------------------------------------
 
     def _halt(self, a: Action) -> None:
@@ -261,12 +327,12 @@ class Executor:
         if a.name is None:
             return
         if not self.runtime.tombstone(
-            a.name, config=a.config, revision=a.version, attempt=a.attempt, reason=a.reason or "stopped"
+            a.name, config=a.config, revision=a.revision, attempt=a.attempt, reason=a.reason or "stopped"
         ):
             self.runtime.stop(a.name, reason=a.reason or "stopped")
 
     def _report(self, a: Action, change: commands.Report, meta: dict[str, Any]) -> None:
-        self._ended(a, commands.report(self.app, a.config, a.version, change, meta))
+        self._ended(a, commands.report(self.app, a.config, a.revision, change, meta))
 
     def _ended(self, a: Action, changed: Deployment | None) -> None:
         if changed is not None and changed.is_terminal:
@@ -282,6 +348,9 @@ HANDLERS: dict[Kind, Handler] = {
     Kind.STOP: Executor._stop,
     Kind.CANCEL: Executor._stop,  # the plan's cancel has nothing left to stop: _stop then only confirms it
     Kind.TIMEOUT: Executor._timeout,
+    Kind.END_PAUSE: Executor._end_pause,
+    Kind.STOP_MEASUREMENT: Executor._stop_measurement,
+    Kind.TAKE_OVER: Executor._take_over,
 }
 
 

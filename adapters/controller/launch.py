@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from domain.deployment import Deployment
-from domain.step import DEPLOYER
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.step import DEPLOYER, VERIFY
 
 # Taken from the controller's environment for every deployer and hook; nothing else is, unless named.
 INHERITED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TERM"})
@@ -35,6 +35,8 @@ def launch_spec(deployment: Deployment, controller_names: Iterable[str], cwd: st
     if deployment.step is None:
         raise ValueError(f"revision {deployment.revision} runs nothing now")
     kind, name = deployment.step.kind, deployment.step.name
+    weights = spec.step_weights
+    index = deployment.step.index if kind in (DEPLOYER, VERIFY) else (1 if kind == "pre" else len(weights))
     env = {
         "PWD": cwd,
         **spec.env,
@@ -42,10 +44,17 @@ def launch_spec(deployment: Deployment, controller_names: Iterable[str], cwd: st
         "ROLLOUT_VERSION": str(deployment.revision),
         "ROLLOUT_ATTEMPT": str(deployment.attempt),
         "ROLLOUT_DEPLOYER": name,
+        "ROLLOUT_STEP": str(index),  # 7.6: the step, the number of steps, and the step's weight
+        "ROLLOUT_STEPS": str(len(weights)),
+        "ROLLOUT_WEIGHT": str(weights[min(index, len(weights)) - 1]),
     }
     passed = sorted({*inherited(controller_names), *spec.pass_env} - set(env))
     if kind == DEPLOYER:
         return Launch(list(spec.command), env, passed)
+    if kind == VERIFY:
+        if spec.verify is None:
+            raise ValueError(f"revision {deployment.revision} has no verification")
+        return Launch(list(spec.verify), {**env, "ROLLOUT_VERIFY": str(deployment.step.try_)}, passed)
     hook = spec.hook(kind)
     if hook is None:
         raise ValueError(f"revision {deployment.revision} has no {kind} hook")

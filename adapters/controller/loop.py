@@ -11,29 +11,31 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from eventsourcing.persistence import PersistenceError
 
-from adapters.application import RolloutsApp, WriteConflict
-from adapters.controller import commands
-from adapters.controller.executor import Executor
-from adapters.controller.plan import REPORTS, Action, Kind, batches, gated, plan
-from adapters.controller.twins import Twins
-from adapters.controller.watch import Watch
-from adapters.eventstore import StoreUnavailable, describe
-from adapters.failures import disk_problem
-from adapters.home import Home
-from adapters.leases import Leases
-from adapters.runtime.port import Observed, Runtime
-from domain import ids
-from domain.errors import DomainError, NotFound, StoreProblem
-from projections import freezes
-from projections.store import BY_NAME
+from rollouts.adapters.application import RolloutsApp, WriteConflict
+from rollouts.adapters.backend import StoreUnavailable
+from rollouts.adapters.controller import commands
+from rollouts.adapters.controller.executor import Executor
+from rollouts.adapters.controller.plan import REPORTS, Action, Kind, batches, gated, plan, waits_for_human
+from rollouts.adapters.controller.twins import Twins
+from rollouts.adapters.controller.watch import Watch
+from rollouts.adapters.failures import disk_problem
+from rollouts.adapters.home import Home
+from rollouts.adapters.leases import Leases
+from rollouts.adapters.runtime.port import Observed, Runtime, claim_parts
+from rollouts.domain import ids
+from rollouts.domain.errors import DomainError, NotFound, StoreProblem
+from rollouts.projections import freezes
+from rollouts.projections.health import is_broken
+from rollouts.projections.store import BY_NAME
 
 TRANSIENT = (PersistenceError, sqlite3.OperationalError)
+HEALS = 3  # passes in a row that may each heal a broken view before the controller gives up
 OBSERVE_EVERY_S = 0.05
 # Page cache per SQLite connection the controller keeps open (SQLite's default: 2,000 KiB). Its
 # reads are small (open deployments, unended deployers) and the OS caches the files; with the
@@ -119,15 +121,17 @@ class Controller:
         check_log: Callable[[], None] | None = None,
         notifier: Any = None,
         where: str | None = None,
+        fence: Mapping[str, str] | None = None,
     ) -> None:
-        """`where`: claimant_where of the home, which the lease keeps (None: a lease of any home is taken)."""
+        """`where`: claimant_where of the home, which the lease keeps (None: a lease of any home is taken);
+        `fence`: ROLLOUT_HOME and ROLLOUT_STORE for `claim check` in every process it starts."""
         self.app = app
         self.notifier = notifier  # adapters.notify.notifier.Notifier: sends in threads of its own, never in a pass
         self.check_log = check_log or (lambda: None)  # raises when the log is no longer the home's
         self.projections = projections
         self.runtime = runtime
         self.claimant = claimant
-        self.executor = Executor(app, runtime, claimant, actor, cwd)
+        self.executor = Executor(app, runtime, claimant, actor, cwd, fence)
         self.leases = Leases(app, where=where)
         self.log = log or (lambda _: None)
         self.stopping = threading.Event()
@@ -137,13 +141,27 @@ class Controller:
         self.observe_every = 0.0
         self._observed_at = float("-inf")
 
+    def _stop_ended_elsewhere(self, running: Sequence[Observed], rows: Sequence[Mapping[str, Any]]) -> None:
+        """Stop at once each deployer of ours that the log no longer gives us: its claim was ended elsewhere
+        (another controller recorded it Lost once our lease lapsed: a partition, a paused host), and the
+        next attempt may already run on another host. Rows made for no claim (before claims were recorded)
+        are left alone."""
+        ours = {r["step"] for r in rows if r["claimant"] == self.claimant and r["step"]}
+        for row in running:
+            if row.name in ours or claim_parts(row.claim) is None:
+                continue
+            self.log(f"stop {row.name}: its claim was ended elsewhere")
+            self.runtime.stop(row.name, reason="its claim was ended elsewhere: the log no longer gives it to us")
+
     def reconcile(self) -> tuple[int, int]:
         """One pass; returns (open deployments seen, actions taken)."""
         self.executor.begin_pass()
         self.check_log()
         self._renew_lease()
+        running = self.runtime.active()  # before catching up: the claim of each was committed before it
         self.projections.catch_up([BY_NAME["desired"]])
         rows = self.projections.query("desired", OPEN_ROWS)
+        self._stop_ended_elsewhere(running, rows)
         if time.monotonic() - self._observed_at >= self.observe_every:
             self.runtime.observe()
             self._observed_at = time.monotonic()
@@ -157,7 +175,8 @@ class Controller:
         expired = frozenset(self.leases.expired() & others) if others else frozenset()
         now = datetime.now(UTC)
         frozen = {f["stream"]: f for f in self.projections.query("desired", freezes.IN_LOG)}  # the local view
-        actions = plan(rows, observed, self.claimant, now, expired, frozen)
+        born = self.runtime.born() if None in observed.values() else None  # asked only when a row is missing
+        actions = plan(rows, observed, self.claimant, now, expired, frozen, born)
         planned = batches(actions)
         claims = [b for b in planned if b[0].kind == Kind.CLAIM]
         reports = [b for b in planned if b[0].kind in REPORTS]
@@ -175,17 +194,18 @@ class Controller:
                 break
             self._narrate(batch)
             try:
-                self.executor.run_batch(batch, by_stream.get((batch[0].config, batch[0].version)))
+                self.executor.run_batch(batch, by_stream.get((batch[0].config, batch[0].revision)))
             except (WriteConflict, DomainError, NotFound) as error:
                 self.log(f"skipped {_kinds(batch)}: {error}")
         self._prune()
         # What waits for an approval or a freeze keeps no --until-idle controller running.
-        return sum(not gated(r, frozen, now) for r in rows), len(actions)
+        # Nor does a deployment paused for `rollout promote` (7.6).
+        return sum(not gated(r, frozen, now) and not waits_for_human(r) for r in rows), len(actions)
 
     def _narrate(self, batch: tuple[Action, ...]) -> None:
         first = batch[0]
         what = " ".join(filter(None, (_kinds(batch), first.name)))  # a claim names no deployer yet
-        self.log(f"{what} ({first.config} v{first.version} attempt {first.attempt})")
+        self.log(f"{what} ({first.config} v{first.revision} attempt {first.attempt})")
 
     def _renew_lease(self) -> None:
         """Renew our lease in the log's database; beat for our shims only while it is fresh."""
@@ -247,11 +267,12 @@ class Controller:
         failures = 0
         woke = False  # the last wait ended early, on a change
         idle = 0  # passes in a row that such a change started, and that found nothing to do
+        heals = 0  # passes in a row that met a broken view and rebuilt it
         while True:
             watch.mark()  # what changes from now on ends the next wait early
             try:
                 open_count, acted = self._single_pass() if once else self.reconcile()
-                failures = 0
+                failures = heals = 0
             except TRANSIENT as error:
                 if once:
                     raise  # _single_pass made it the command's error: no pass follows to retry it
@@ -259,6 +280,14 @@ class Controller:
                 self.log(f"store unavailable ({type(error).__name__}: {error}); retrying")
                 self.stopping.wait(min(5.0, 0.1 * 2**failures))
                 open_count, acted = 1, 0
+            except sqlite3.DatabaseError as error:
+                # A view broken deep in its file (bytes written over it), met by a query: rebuild it and
+                # pass again, as read commands heal (cli.state.healing); a view that keeps breaking stops us.
+                heals += 1
+                if heals > HEALS or not is_broken(error) or not self.projections.heal_broken():
+                    raise
+                self.log(f"a view was broken ({error}); rebuilt it, passing again")
+                continue
             if once or self.stopping.is_set():
                 return 0
             if until_idle and open_count == 0 and acted == 0 and not self._notifying():
@@ -292,9 +321,9 @@ class Controller:
             except Exception:  # noqa: BLE001 - the log cannot say: nothing is known committed
                 moved = False
             if moved:
-                raise PassCutShort(problem or describe(error, None)) from error
+                raise PassCutShort(problem or self.app.recorder.backend.describe(error)) from error
             if problem is None:
-                raise StoreUnavailable(f"the pass failed: {describe(error, None)}") from error
+                raise StoreUnavailable(f"the pass failed: {self.app.recorder.backend.describe(error)}") from error
             raise
 
     def _lead(self, twins: Twins, deadline: float | None) -> bool:
@@ -312,7 +341,6 @@ class Controller:
 
     def _warm_up(self) -> None:
         """Pay before the first pass what the first create would: the fork server, pydantic."""
-        import domain.spec  # noqa: F401 - launch_spec validates every spec it starts
 
         self.runtime.start_fork_server()
 

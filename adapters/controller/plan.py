@@ -13,11 +13,15 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from adapters.runtime.port import Observed
-from domain import phases
-from projections import freezes
+from rollouts.adapters.runtime.port import Observed
+from rollouts.domain import phases
+from rollouts.domain.step import PAUSE, VERIFY
+from rollouts.projections import freezes
 
 ENDED = frozenset({"exited", "stopped", "deleted", "lost"})
+UNKNOWN_TO_RUNTIME = (
+    "the runtime has no row for this deployer (runtime.db deleted or replaced?): its processes are unknown"
+)
 
 
 class Kind(StrEnum):
@@ -32,6 +36,9 @@ class Kind(StrEnum):
     STOP = "stop"  # a cancel: stop what runs (or tombstone its name), then confirm the cancel
     CANCEL = "cancel"  # a cancel with nothing left running: confirm it
     TIMEOUT = "timeout"  # an attempt past its timeout: stop what runs, then fail it
+    END_PAUSE = "end_pause"  # a timed pause that has run its time: go on
+    STOP_MEASUREMENT = "stop_measurement"  # a measurement past --verify-timeout: stop it (it is then inconclusive)
+    TAKE_OVER = "take_over"  # a claim whose claimant's lease ended while nothing ran: go on with it
 
 
 REPORTS = frozenset({Kind.RECORD_CREATED, Kind.RECORD_STARTED, Kind.RECORD_EXIT, Kind.RECORD_LOST})
@@ -48,7 +55,7 @@ def is_gone(row: Observed) -> bool:
 class Action:
     kind: Kind
     config: str
-    version: int
+    revision: int
     attempt: int
     name: str | None = None
     exit_code: int | None = None
@@ -70,6 +77,7 @@ def plan(
     now: datetime,
     expired: frozenset[str] = frozenset(),
     frozen: Mapping[str, Mapping[str, Any]] | None = None,
+    runtime_born: str | None = None,
 ) -> list[Action]:
     """Actions for every open deployment row of the desired-deployers view.
 
@@ -77,7 +85,9 @@ def plan(
     exit_code, reason, created_at). Deployments claimed by another controller
     are left to it, unless its lease has expired (`expired`): then they are Lost.
     A deployment that waits for an approval or a freeze (`gated`) is not claimed; the
-    claim would be refused anyway, on the aggregates (domain/rollout.claim).
+    claim would be refused anyway, on the aggregates (domain/rollout.claim). A step of ours the
+    runtime has no row for, created or claimed before the runtime's table was made
+    (`runtime_born`: runtime.db deleted), is Lost: its processes are unknown, and never made again.
     """
     actions: list[Action] = []
     busy = {d["config"] for d in desired if d["phase"] != phases.NEW}
@@ -87,7 +97,9 @@ def plan(
                 actions.append(_act(Kind.CLAIM, d))
                 busy.add(d["config"])
         elif d["claimant"] == claimant:
-            actions.extend(_active(d, observed.get(d["step"]) if d["step"] else None, now))
+            actions.extend(_active(d, observed.get(d["step"]) if d["step"] else None, now, runtime_born))
+        elif d["claimant"] in expired and _nothing_runs(d) and not d["cancel"]:
+            actions.append(_act(Kind.TAKE_OVER, d, name=d["step"]))
         elif d["claimant"] in expired:
             reason = f"claimant {d['claimant']} lease expired"
             actions.append(_act(Kind.RECORD_LOST, d, name=d["step"], reason=reason))
@@ -98,7 +110,7 @@ def _act(kind: Kind, d: Mapping[str, Any], **extra: Any) -> Action:
     return Action(kind, d["config"], d["version"], d["attempt"], **extra)
 
 
-def _active(d: Mapping[str, Any], row: Observed | None, now: datetime) -> list[Action]:
+def _active(d: Mapping[str, Any], row: Observed | None, now: datetime, born: str | None) -> list[Action]:
     name = d["step"]
     if d["cancel"]:
         return _cancelling(d, row)
@@ -106,9 +118,13 @@ def _active(d: Mapping[str, Any], row: Observed | None, now: datetime) -> list[A
         return [_act(Kind.TIMEOUT, d, name=name, reason=f"timeout: attempt exceeded {d['timeout']}s")]
     if name is None:
         return []
+    if d.get("step_kind") == PAUSE:
+        return [_act(Kind.END_PAUSE, d, name=name)] if _due(d, now) else []
     if row is None:
-        if d["created"]:
-            return []  # created before: never again
+        if d["created"] or _claimed_before(d, born):  # a create's row is committed first: the runtime lost it
+            return [_act(Kind.RECORD_LOST, d, name=name, reason=UNKNOWN_TO_RUNTIME)]  # and never create it again
+        if d.get("step_kind") == VERIFY and not _due(d, now):
+            return []  # the measurement's interval after the one before has not passed
         return [_act(Kind.CREATE, d, name=name)]
     actions = []
     if not d["created"]:
@@ -119,7 +135,35 @@ def _active(d: Mapping[str, Any], row: Observed | None, now: datetime) -> list[A
         actions.append(_act(Kind.RECORD_EXIT, d, name=name, exit_code=row.exit_code, reason=row.reason))
     elif is_gone(row):
         actions.append(_act(Kind.RECORD_LOST, d, name=name, reason=row.reason or f"deployer {row.state}"))
+    elif d.get("step_kind") == VERIFY and d["created"] and _measuring_too_long(d, now):
+        reason = f"timeout: measurement exceeded {d['verify_timeout']}s"
+        actions.append(_act(Kind.STOP_MEASUREMENT, d, name=name, reason=reason))
     return actions
+
+
+def waits_for_human(d: Mapping[str, Any]) -> bool:
+    """A deployment paused for `rollout promote`: it keeps its slot, but no --until-idle controller."""
+    return d.get("step_kind") == PAUSE and d.get("step_delay") is None and d["phase"] in phases.ACTIVE
+
+
+def _nothing_runs(d: Mapping[str, Any]) -> bool:
+    """A claim with no process now (paused, or between measurements): lease expiry does not end it."""
+    return d.get("step_kind") == PAUSE or (d.get("step_kind") == VERIFY and not d["created"])
+
+
+def _due(d: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a pause or a measurement's wait has passed, from the log's timestamp of its step."""
+    if d.get("step_delay") is None:
+        return False  # waits for a human
+    if not d.get("step_delay") or not d.get("step_at"):
+        return True
+    return now >= datetime.fromisoformat(d["step_at"]) + timedelta(seconds=d["step_delay"])
+
+
+def _measuring_too_long(d: Mapping[str, Any], now: datetime) -> bool:
+    if not d.get("step_at") or not d.get("verify_timeout"):
+        return False
+    return now > datetime.fromisoformat(d["step_at"]) + timedelta(seconds=d["verify_timeout"])
 
 
 def _cancelling(d: Mapping[str, Any], row: Observed | None) -> list[Action]:
@@ -129,10 +173,21 @@ def _cancelling(d: Mapping[str, Any], row: Observed | None) -> list[Action]:
     return [_act(Kind.CANCEL, d, name=d["step"])]
 
 
-def _expired(d: Mapping[str, Any], now: datetime) -> bool:
-    if not d["claimed_at"] or not d["timeout"]:
+def _claimed_before(d: Mapping[str, Any], born: str | None) -> bool:
+    """Whether the attempt was claimed before the runtime's table was made: its step may have been
+    created in the table that was lost."""
+    at = d.get("step_at") or d["claimed_at"]  # when the step became current (a later step: after its claim)
+    if born is None or not at:
         return False
-    return now - datetime.fromisoformat(d["claimed_at"]) > timedelta(seconds=d["timeout"])
+    return datetime.fromisoformat(at) < datetime.fromisoformat(born)
+
+
+def _expired(d: Mapping[str, Any], now: datetime) -> bool:
+    """Past --timeout since the claim, time paused for a human not counted (7.6)."""
+    if not d["claimed_at"] or not d["timeout"] or waits_for_human(d):
+        return False
+    held = timedelta(seconds=d.get("held") or 0.0)
+    return now - datetime.fromisoformat(d["claimed_at"]) - held > timedelta(seconds=d["timeout"])
 
 
 def batches(actions: Sequence[Action]) -> list[tuple[Action, ...]]:
@@ -152,4 +207,4 @@ def batches(actions: Sequence[Action]) -> list[tuple[Action, ...]]:
 
 
 def _same_step(a: Action, b: Action) -> bool:
-    return (a.config, a.version, a.attempt, a.name) == (b.config, b.version, b.attempt, b.name)
+    return (a.config, a.revision, a.attempt, a.name) == (b.config, b.revision, b.attempt, b.name)

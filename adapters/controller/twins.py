@@ -15,7 +15,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from adapters.home import private_dir
+from rollouts.adapters.home import private_dir
 
 SLOTS = 64
 LEADER = "leader.lock"

@@ -18,12 +18,12 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from adapters.runtime.port import Runtime
+from rollouts.adapters.runtime.port import Runtime
 
 if TYPE_CHECKING:
-    from adapters.application import RolloutsApp
+    from rollouts.adapters.application import RolloutsApp
 
 FASTEST_S = 0.002  # polling: the shortest period between two looks
 GATHER_S = 0.005  # after a change, how long to let what comes with it land (a burst: one pass, one append)
@@ -37,10 +37,11 @@ class Watch:
 
     def __init__(self, app: RolloutsApp, runtime: Runtime, interval: float) -> None:
         self._runtime = runtime
-        log = _log_path(app)
-        self._files = _Inotify.of([runtime.folder / "runtime.db", *([log] if log else [])])
-        self._log = _connect(log) if log and self._files is None else None
-        self._listener = None if log else _Listener.of(app.recorder)
+        backend = app.recorder.backend
+        logs = backend.watched_files(app.recorder)
+        self._files = _Inotify.of([runtime.database, *logs])
+        self._log = _connect(logs[0]) if logs and self._files is None else None
+        self._listener = backend.listener(app.recorder)
         self.every = min(interval, max(FASTEST_S, interval / 10))
         self._mark: tuple[int, int] = (0, 0)
 
@@ -163,56 +164,6 @@ class _Inotify:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
-
-
-class _Listener:
-    """NOTIFYs on a PostgreSQL log's channel (the library sends one in every insert of events)."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self.fd: int = conn.fileno()
-
-    @classmethod
-    def of(cls, recorder: Any) -> _Listener | None:
-        """LISTEN on the recorder's channel; None for logs that have none, or when it cannot be had."""
-        import psycopg
-        from eventsourcing.postgres import PostgresApplicationRecorder
-        from psycopg.sql import SQL, Identifier
-
-        if not isinstance(recorder, PostgresApplicationRecorder):
-            return None
-        pool = recorder.datastore.pool
-        settings = {k: v for k, v in pool.kwargs.items() if k != "row_factory"}
-        try:
-            conn = psycopg.connect(pool.conninfo, **settings, autocommit=True)
-            conn.execute(SQL("LISTEN {0}").format(Identifier(recorder.channel_name)))
-        except psycopg.Error:
-            return None
-        return cls(conn)
-
-    def changed(self) -> bool:
-        """Whether a notification came since the last call."""
-        pgconn = self._conn.pgconn
-        pgconn.consume_input()
-        hit = False
-        while pgconn.notifies() is not None:
-            hit = True
-        return hit
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):  # noqa: BLE001 - closing a dead connection may fail any way
-            self._conn.close()
-
-
-def _log_path(app: RolloutsApp) -> Path | None:
-    """The file of an SQLite log; None for other stores."""
-    from eventsourcing.sqlite import SQLiteDatastore
-
-    datastore = getattr(app.recorder, "datastore", None)
-    if not isinstance(datastore, SQLiteDatastore) or datastore.pool.is_sqlite_memory_mode:
-        return None
-    name = datastore.pool.db_name
-    return Path(name[len("file:") :].split("?")[0] if name.startswith("file:") else name)
 
 
 def _connect(path: Path) -> sqlite3.Connection | None:

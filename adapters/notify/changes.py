@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from adapters.log_source import RecorderSource
-from domain import phases
-from domain.notification import Change, kind_of, reason_of
-from projections.records import decode, document, topic_parts
+from rollouts.adapters.log_source import RecorderSource
+from rollouts.domain import phases
+from rollouts.domain.notification import Change, kind_of, reason_of
+from rollouts.projections.records import decode, document, topic_parts
 
 PAGE = 500
 MEMO_STREAMS = 10_000
@@ -68,7 +68,7 @@ class ChangeReader:
         if len(self.seen) > MEMO_STREAMS:
             self.seen.clear()
         self.seen[r.stream] = Seen(r.stream_version, config, revision, attempt, after)
-        kind = kind_of(old, r.type, after)
+        kind = kind_of(old, r.type, after, data)
         if kind is None:
             return None
         reason = reason_of(r.type, data, after)

@@ -3,9 +3,10 @@ every failure (no connection, a non-2xx answer, the timeout) as one short, stabl
 
 from __future__ import annotations
 
+import base64
 import json
-import os
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import urllib3
 from urllib3.exceptions import (
@@ -17,12 +18,13 @@ from urllib3.exceptions import (
     TimeoutError,
 )
 
-DEFAULT_TIMEOUT_S = 10.0
+from rollouts.adapters import settings
 
 
 def timeout_seconds() -> float:
     """How long a sink may take to answer (ROLLOUTS_NOTIFY_TIMEOUT, for tests; default 10 s)."""
-    return float(os.environ.get("ROLLOUTS_NOTIFY_TIMEOUT", DEFAULT_TIMEOUT_S))
+
+    return settings.notify_timeout()
 
 
 class Poster:
@@ -36,6 +38,9 @@ class Poster:
         """POST `document` to `url`; None when the sink answered 2xx, else what went wrong."""
         body = json.dumps(document, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+        url, credentials = _without_credentials(url)
+        if credentials is not None:
+            headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
         try:
             response = self.pool.request("POST", url, body=body, headers=headers, redirect=False)
         except (TimeoutError, MaxRetryError) as error:
@@ -48,6 +53,17 @@ class Poster:
 
     def close(self) -> None:
         self.pool.clear()
+
+
+def _without_credentials(url: str) -> tuple[str, str | None]:
+    """The URL without its user info, and `user:password` (percent-decoded) for basic auth, if it had any
+    (urllib3 sends none of it by itself: a basic-auth sink would never be let in)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    return urlunsplit(parts._replace(netloc=host)), f"{user}:{password}"
 
 
 def _describe(error: BaseException, timeout: float) -> str:

@@ -7,34 +7,31 @@ holder's send ends before anyone else may take the sink over.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
-from adapters.leases import POSTGRES_NOW, SQLITE_NOW, create_table
+from rollouts.adapters import settings
+from rollouts.adapters.backend import first
 
-DEFAULT_S = 30.0
+TABLE = "rollouts_sink_leases"
 
 
 def lease_seconds(timeout: float) -> float:
-    wanted = float(os.environ.get("ROLLOUTS_NOTIFY_LEASE_SECONDS", DEFAULT_S))
-    return max(wanted, 2 * timeout + 3)  # a send (timeout + 1) always fits in what is left after a renewal
+
+    return max(settings.notify_lease_seconds(), 2 * timeout + 3)  # a send (timeout + 1) always fits after a renewal
 
 
 class SinkLeases:
-    def __init__(self, datastore: Any, holder: str, seconds: float) -> None:
-        self.datastore = datastore
+    def __init__(self, recorder: Any, holder: str, seconds: float) -> None:
+        backend = recorder.backend
+        self.datastore = recorder.datastore
         self.holder = holder
         self.seconds = seconds
-        schema = getattr(datastore, "schema", None)
-        postgres = schema is not None
-        self.table = f'"{schema}".rollouts_sink_leases' if postgres else "rollouts_sink_leases"
-        self.now = POSTGRES_NOW if postgres else SQLITE_NOW
-        self.mark = "%s" if postgres else "?"
+        self.table = backend.table(TABLE)
+        self.now, self.mark, _ = backend.lease
         self.held: dict[str, float] = {}  # sink -> monotonic time our lease surely lasts until
-        create_table(
-            datastore,
-            postgres,
+        backend.create_table(
+            self.datastore,
             f"CREATE TABLE IF NOT EXISTS {self.table} "
             "(sink TEXT PRIMARY KEY, holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
         )
@@ -57,7 +54,7 @@ class SinkLeases:
             (sink, self.holder, self.seconds),
         )
         rows = self._execute(f"SELECT holder FROM {self.table} WHERE sink = {m}", (sink,), fetch=True)
-        holder = rows[0][0] if rows and not isinstance(rows[0], dict) else (rows[0]["holder"] if rows else None)
+        holder = first(rows[0]) if rows else None
         if holder != self.holder:
             self.held.pop(sink, None)
             return False

@@ -8,12 +8,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from adapters.notify import sinks
-from adapters.notify.durability import relax
-from adapters.notify.http import timeout_seconds
-from adapters.notify.lease import SinkLeases, lease_seconds
-from adapters.notify.worker import Worker
-from domain.notification import Change
+from rollouts.adapters.notify import sinks
+from rollouts.adapters.notify.http import timeout_seconds
+from rollouts.adapters.notify.lease import SinkLeases, lease_seconds
+from rollouts.adapters.notify.worker import Worker
+from rollouts.domain.notification import Change
 
 FIND_EVERY_S = 0.5
 
@@ -65,9 +64,9 @@ class Notifier:
             try:
                 if self.app is None:
                     self.app = self.open_app()
-                    relax(self.app)
+                    self.app.recorder.backend.relax_durability(self.app)  # its own bookkeeping only
                     timeout = timeout_seconds()
-                    self.leases = SinkLeases(self.app.recorder.datastore, self.holder, lease_seconds(timeout))
+                    self.leases = SinkLeases(self.app.recorder, self.holder, lease_seconds(timeout))
                 self._find()
                 self.ready.set()
             except Exception as error:  # noqa: BLE001 - the store may come back; notifying waits for it

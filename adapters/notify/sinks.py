@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from eventsourcing.application import AggregateNotFoundError
 
-from domain.errors import NotFound, UsageError
-from domain.sink import Sink, sink_id
-from domain.sink_index import INDEX_ID, SinkIndex
+from rollouts.adapters.store_url import shown as shown  # where callers have long found it
+from rollouts.domain.errors import NotFound, UsageError
+from rollouts.domain.sink import Sink, sink_id
+from rollouts.domain.sink_index import INDEX_ID, SinkIndex
 
 if TYPE_CHECKING:
-    from adapters.application import Decision, RolloutsApp
+    from rollouts.adapters.application import Decision, RolloutsApp
 
 
 class BadURL(UsageError):
     """A sink URL that is not http(s)://HOST... (the CLI exits 2)."""
 
 
+MAX_URL = 2048  # what browsers and most servers take; longer is a mistake (or an attack), not a sink
+
+
 def check_url(url: str) -> str:
+    if len(url) > MAX_URL:
+        raise BadURL(f"--url: {len(url):,} characters, more than the {MAX_URL:,} a sink URL may have")
     try:
         parts = urlsplit(url)
         port_ok = parts.port is None or parts.port > 0
@@ -33,18 +40,35 @@ def check_url(url: str) -> str:
     return url
 
 
-def shown(url: str) -> str:
-    """`url` as printed: a password in it is replaced by *** (the log itself keeps what was given).
-    A URL that does not parse (only a hand-made log holds one) loses all it has before an @."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return re.sub(r"^([^/]*//)?[^/]*@", r"\1***@", url)
-    if not password:
+REFERENCE = "env:"  # a sink URL kept by reference: `env:NAME`, read from the controller's environment
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def by_reference(variable: str) -> str:
+    """The URL the log keeps for `notify add --url-env VARIABLE`: only the variable's name."""
+    if not _VARIABLE.fullmatch(variable):
+        raise BadURL(f"--url-env: {variable[:80]!r} is not an environment variable name")
+    return f"{REFERENCE}{variable}"
+
+
+def resolved(url: str, environ: Mapping[str, str]) -> str:
+    """The URL to POST to: `url` itself, or what its variable holds now (BadURL, saying why, if unusable)."""
+    if not url.startswith(REFERENCE):
         return url
-    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    variable = url.removeprefix(REFERENCE)
+    value = environ.get(variable)
+    if not value:
+        raise BadURL(f"environment variable {variable} (--url-env) is unset or empty in the controller")
+    try:
+        return check_url(value)
+    except BadURL:
+        raise BadURL(f"environment variable {variable} (--url-env) is not an http:// or https:// URL") from None
+
+
+def secrets_in(url: str) -> list[str]:
+    """What of `url` is likely a secret that the log would keep for ever: a password, a query string."""
+    parts = urlsplit(url)
+    return [what for what, found in (("a password", parts.password), ("a query string", parts.query)) if found]
 
 
 def index_of(app: RolloutsApp) -> SinkIndex | None:
@@ -65,6 +89,8 @@ def add(app: RolloutsApp, name: str, url: str, on: tuple[str, ...], config: str 
     """Define a sink that hears of changes after the log's head (returned)."""
 
     def decision() -> Decision[int]:
+        if config is not None:
+            app.config(config)  # NotFound (exit 4): a sink for a config that does not exist hears nothing
         head = app.recorder.max_notification_id() or 0
         index = index_of(app) or SinkIndex(meta=meta)
         index.list_sink(name, meta)

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import IntegrityError
 
-from adapters.notify import sinks
-from adapters.notify.changes import ChangeReader
-from adapters.notify.http import Poster
-from domain.errors import DomainError
-from domain.notification import Change
+from rollouts.adapters.log_move import log_ids_by_position
+from rollouts.adapters.notify import sinks
+from rollouts.adapters.notify.changes import ChangeReader
+from rollouts.adapters.notify.http import Poster
+from rollouts.domain.errors import DomainError
+from rollouts.domain.notification import Change
 
 if TYPE_CHECKING:
-    from adapters.notify.lease import SinkLeases
-    from domain.sink import Sink
+    from rollouts.adapters.notify.lease import SinkLeases
+    from rollouts.domain.sink import Sink
 
 POLL_S = 0.02  # how often an idle worker looks at the log's head
 MAX_DELAY_S = 10.0
@@ -49,7 +51,6 @@ class Worker(threading.Thread):
         self.on_delivered = delivered or (lambda _: None)
         self.reader = ChangeReader(app.recorder)
         self.poster = Poster()
-        self.log_id = app.recorder.log_id() or ""
         self.memo = (-1, 0)  # (sink.delivered, scanned up to): positions after it hold nothing for the sink
         self.caught_up = -1  # the head of the last round that found nothing to send
         self.failing: str | None = None  # the error of the send that waits for a retry
@@ -115,7 +116,15 @@ class Worker(threading.Thread):
         while not self.stopping.is_set():
             if not self.leases.hold(self.sink_name, self.poster.timeout + 1):
                 return False
-            error = self.poster.post(sink.url, change.document(), change.key(self.log_id, self.sink_name))
+            try:
+                url = sinks.resolved(sink.url, os.environ)  # --url-env: read at each delivery, never logged
+            except sinks.BadURL as bad:
+                error: str | None = str(bad)
+            else:
+                key = change.key(
+                    log_ids_by_position(self.app)(change.position), self.sink_name
+                )  # asked again: a rebind renames
+                error = self.poster.post(url, change.document(), key)
             if error is None:
                 sink.deliver(change.position, self.meta())
                 self.app.save(sink)  # IntegrityError: another controller recorded it first

@@ -2,7 +2,7 @@
 
 Starting a shim as its own interpreter costs tens of milliseconds of CPU (Python's start and
 the shim's imports); a fork of this small, single-threaded process costs about one. A forked
-shim is set up as `python -m adapters.runtime.shim DB NAME` started by the controller would be: its own
+shim is set up as `python -m rollouts.adapters.runtime.shim DB NAME` started by the controller would be: its own
 session, stdin from /dev/null, stdout and stderr to its log, the controller's environment (less
 the store URL), working directory and umask (this server's), and it outlives the controller.
 This server reaps the shims it forked while it lives (as the controller reaps the shims it
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from adapters.runtime import procs, shim
-from adapters.runtime.interpreter import module_argv
+from rollouts.adapters.runtime import procs, shim
+from rollouts.adapters.runtime.interpreter import module_argv
 
 LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 READY = b"ready\n"
@@ -126,7 +126,8 @@ def main(argv: list[str]) -> int:
     if len(argv) == 4:
         return serve(argv[1], (argv[2], float(argv[3])))
     if len(argv) != 2:
-        print("usage: python -m adapters.runtime.forkserver RUNTIME_DB [HEARTBEAT_FILE MAX_AGE_S]", file=sys.stderr)
+        usage = "usage: python -m rollouts.adapters.runtime.forkserver RUNTIME_DB [HEARTBEAT_FILE MAX_AGE_S]"
+        print(usage, file=sys.stderr)
         return 2
     return serve(argv[1])
 
@@ -159,7 +160,7 @@ class ForkServer:
     """
 
     def __init__(self, db_path: str, heartbeat: tuple[str, float] | None, answered: Answered) -> None:
-        self._argv = module_argv("adapters.runtime.forkserver", db_path)
+        self._argv = module_argv("rollouts.adapters.runtime.forkserver", db_path)
         if heartbeat is not None:
             self._argv += [heartbeat[0], str(heartbeat[1])]
         self._answered = answered

@@ -13,18 +13,18 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from adapters.home import Home, private_dir, private_file
-from adapters.runtime import procs, shim, table
-from adapters.runtime.forkserver import Forked, ForkServer, ForkServerFailed
-from adapters.runtime.interpreter import module_argv
-from adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
-from adapters.runtime.shim import begin_immediate, connect, utc_now, writing
-from adapters.runtime.stopping import ACTIVE, Stopping
+from rollouts.adapters.home import Home, private_dir, private_file
+from rollouts.adapters.runtime import procs, shim, table
+from rollouts.adapters.runtime.forkserver import Forked, ForkServer, ForkServerFailed
+from rollouts.adapters.runtime.interpreter import module_argv
+from rollouts.adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
+from rollouts.adapters.runtime.shim import begin_immediate, connect, utc_now, writing
+from rollouts.adapters.runtime.stopping import ACTIVE, Stopping
 
 # The port's names, importable from here too.
 __all__ = ["UNKNOWN_CLAIM", "DeployerExists", "LocalRuntime", "NoSuchDeployer", "Observed"]
 
-SHIM = "adapters.runtime.shim"  # run as a module: `python -m adapters.runtime.shim RUNTIME_DB NAME`
+SHIM = "rollouts.adapters.runtime.shim"  # run as a module: `python -m rollouts.adapters.runtime.shim RUNTIME_DB NAME`
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
@@ -38,16 +38,16 @@ class LocalRuntime(Stopping):
     """Deployers as real processes (the runtime port); `home/runtime/runtime.db` is the truth about them."""
 
     def __init__(
-        self, home: pathlib.Path, heartbeat_max_age: float | None = None, cache_kib: int | None = None
+        self, home: Home | pathlib.Path, heartbeat_max_age: float | None = None, cache_kib: int | None = None
     ) -> None:
         """With `heartbeat_max_age`, shims kill their deployer once runtime/heartbeat is older. With
         `cache_kib`, the connection caches at most that many KiB of pages (a long-lived controller)."""
         self._cache_kib = cache_kib
         self._heartbeat = heartbeat_max_age
-        self._home = Home(home)
+        self._home = home if isinstance(home, Home) else Home(home)
         self._dir = self._home.runtime
         self._logs = self._dir / "logs"
-        self._db_path = self._dir / "runtime.db"
+        self._db_path = self._home.runtime_db
         self._lock = threading.RLock()
         self._shims: dict[int, subprocess.Popen[bytes]] = {}  # ours to reap
         self._batch: list[str] | None = None  # names inserted by the open batched() transaction
@@ -64,8 +64,13 @@ class LocalRuntime(Stopping):
                 db.execute(f"PRAGMA cache_size = -{int(self._cache_kib)}")
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
+            fresh = db.execute(table.HAS_DEPLOYERS).fetchone() is None
             for statement in table.SCHEMA:
                 db.execute(statement)
+            if fresh:  # claims made before now were made with a runtime this one does not know (see born)
+                db.execute(table.RECORD_BORN, (utc_now(),))
+            found = os.stat(self._db_path)
+            self._identity = (found.st_dev, found.st_ino)
             columns = {row["name"] for row in db.execute("PRAGMA table_info(deployers)")}
             for column, kind in table.ADDED_COLUMNS.items():
                 if column not in columns:
@@ -98,6 +103,10 @@ class LocalRuntime(Stopping):
         return self._dir
 
     @property
+    def database(self) -> pathlib.Path:
+        return self._db_path
+
+    @property
     def heartbeat_path(self) -> pathlib.Path:
         return self._dir / "heartbeat"
 
@@ -107,8 +116,7 @@ class LocalRuntime(Stopping):
 
     def beat(self) -> None:
         """The controller proves it is alive to its shims (only a renewed lease may beat)."""
-        self.heartbeat_path.touch(mode=0o600)
-        os.utime(self.heartbeat_path)
+        shim.beat(str(self.heartbeat_path))
 
     def log_path(self, name: str) -> pathlib.Path:
         if not _NAME.fullmatch(name):
@@ -293,8 +301,26 @@ class LocalRuntime(Stopping):
         found = self._select(" WHERE name = ?", (name,))
         return found[0] if found else None
 
+    def born(self) -> str | None:
+        row = self._execute(table.BORN).fetchone()
+        return None if row is None else str(row[0])
+
+    def _reopen_if_replaced(self) -> None:
+        """runtime.db deleted or replaced under a long-lived controller: use the file that is there now
+        (its shims write to that one), not the one this connection still holds open."""
+        try:
+            found = os.stat(self._db_path)
+            same = (found.st_dev, found.st_ino) == self._identity
+        except FileNotFoundError:
+            same = False
+        if not same:
+            with self._lock:
+                self._db.close()
+                self._db = self._open()
+
     def observe(self) -> list[Observed]:
         """Mark lost what lost its shim; active rows plus those that ended during the call."""
+        self._reopen_if_replaced()
         self._reap()
         before = [row["name"] for row in self._execute(table.ACTIVE_NAMES).fetchall()]
         for name in before:

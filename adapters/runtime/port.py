@@ -68,6 +68,11 @@ class Runtime(Protocol):
         """Where this host's controllers keep what belongs to the runtime (their twins' lock files)."""
         ...
 
+    @property
+    def database(self) -> pathlib.Path:
+        """The file whose writes are changes to what the runtime reports (the controller watches it)."""
+        ...
+
     def create(
         self,
         name: str,
@@ -93,6 +98,11 @@ class Runtime(Protocol):
         ...
 
     def get(self, name: str) -> Observed | None: ...
+
+    def born(self) -> str | None:
+        """When this runtime's table was made (ISO, UTC), if it knows: a claim older than that was made
+        with a table it lost (runtime.db deleted or replaced), so what runs for it is unknown."""
+        ...
 
     def list(self, *, include_pruned: bool = False) -> Rows: ...
 

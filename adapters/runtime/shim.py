@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from types import FrameType
 
-from adapters.runtime import procs
+from rollouts.adapters.runtime import procs
 
 BUSY_TIMEOUT = 30.0
 _PR_SET_PDEATHSIG = 1
@@ -282,6 +282,39 @@ def run(db_path: str, name: str, heartbeat: tuple[str, float] | None = None) -> 
     return 0
 
 
+def boot_clock() -> float:
+    """Seconds since boot: the same for every process of the host, and not moved when the wall clock
+    is stepped (NTP, an operator, a VM resumed); it goes on while a process is stopped."""
+    return time.clock_gettime(getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC))
+
+
+def beat(path: str) -> None:
+    """Write the controller's heartbeat: the boot clock's reading, in place and of a fixed width (one
+    write of 32 bytes over the same block: no new space, so a full disk does not stop the beat)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, f"{boot_clock():.3f}".ljust(31).encode() + b"\n", 0)
+    finally:
+        os.close(fd)
+
+
+def heartbeat_age(path: str) -> float:
+    """How old the controller's heartbeat is, by the boot clock (a wall clock stepped back would keep a
+    deployer alive, one stepped forward would kill it early); a file without a reading (written by a
+    controller from before) by its time of change; no file: infinitely old."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64)
+        return boot_clock() - float(text)
+    except FileNotFoundError:
+        return float("inf")
+    except ValueError:
+        try:
+            return time.time() - os.stat(path).st_mtime
+        except FileNotFoundError:
+            return float("inf")
+
+
 def _wait_while_fresh(
     db: sqlite3.Connection, name: str, child: subprocess.Popen[bytes], heartbeat: tuple[str, float]
 ) -> int:
@@ -296,10 +329,7 @@ def _wait_while_fresh(
             return child.wait(timeout=min(0.5, max_age / 8))
         except subprocess.TimeoutExpired:
             pass
-        try:
-            age = time.time() - os.stat(path).st_mtime
-        except FileNotFoundError:
-            age = float("inf")
+        age = heartbeat_age(path)
         if age > max_age:
             reason = f"controller heartbeat {age:.1f}s old (limit {max_age:.1f}s): deployer stopped"
             with writing(db):
@@ -312,7 +342,8 @@ def main(argv: list[str]) -> int:
     if len(argv) == 5:
         return run(argv[1], argv[2], (argv[3], float(argv[4])))
     if len(argv) != 3:
-        print("usage: python -m adapters.runtime.shim RUNTIME_DB NAME [HEARTBEAT_FILE MAX_AGE_S]", file=sys.stderr)
+        usage = "usage: python -m rollouts.adapters.runtime.shim RUNTIME_DB NAME [HEARTBEAT_FILE MAX_AGE_S]"
+        print(usage, file=sys.stderr)
         return 2
     return run(argv[1], argv[2])
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from adapters.runtime.port import UNKNOWN_CLAIM as UNKNOWN_CLAIM  # rows disowned by a rebind
-from adapters.runtime.port import Observed
-from adapters.runtime.shim import writing
+from rollouts.adapters.runtime.port import UNKNOWN_CLAIM as UNKNOWN_CLAIM  # rows disowned by a rebind
+from rollouts.adapters.runtime.port import Observed
+from rollouts.adapters.runtime.shim import writing
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS deployers (
@@ -19,7 +19,12 @@ SCHEMA = (
         pruned INTEGER NOT NULL DEFAULT 0, stop_deadline REAL, pass_env TEXT, claim TEXT)""",
     "CREATE INDEX IF NOT EXISTS deployers_state ON deployers (state)",
     "CREATE INDEX IF NOT EXISTS deployers_unended ON deployers (name) WHERE ended_at IS NULL",
+    "CREATE TABLE IF NOT EXISTS runtime_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
+HAS_DEPLOYERS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deployers'"
+# When this table was made, if it was made by a version that writes it down (older tables: no row).
+BORN = "SELECT value FROM runtime_meta WHERE key = 'born'"
+RECORD_BORN = "INSERT OR IGNORE INTO runtime_meta (key, value) VALUES ('born', ?)"
 # Columns added after the first release, for runtime tables created before them.
 ADDED_COLUMNS = {"stop_deadline": "REAL", "pass_env": "TEXT", "claim": "TEXT"}
 OBSERVED = (

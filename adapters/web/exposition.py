@@ -21,12 +21,12 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from adapters.web import metrics
-from projections import files, history_queries
-from projections.files import Tracked
-from projections.history import DURATION_BUCKETS
-from projections.records import topic_parts
-from projections.registry import ALL
+from rollouts.adapters.web import metrics
+from rollouts.projections import files, history_queries
+from rollouts.projections.files import Tracked
+from rollouts.projections.history import DURATION_BUCKETS
+from rollouts.projections.records import topic_parts
+from rollouts.projections.registry import ALL
 
 MAX_EVENTS = 10_000  # new events since the last scrape past which every config is read again
 EXACT = 1074  # every finite float is a whole multiple of 2**-1074
@@ -78,6 +78,8 @@ class HistoryText:
         self.deployments = PerConfig(metrics.deployments_family, _add_phases)
         self.finished = PerConfig(metrics.finished_family, _add_finished)
         self.durations = Durations()
+        self.measured = PerConfig(metrics.measurements_family, _add_measured)
+        self.rollbacks = PerConfig(metrics.rollbacks_family, _add_rollbacks)
 
     def read(self, store: Any) -> None:
         db = store.db("history")
@@ -86,6 +88,7 @@ class HistoryText:
             configs = self._touched(store, db, at)
             counts = history_queries.phase_counts(db, configs)
             endings = history_queries.ending_rows(db, configs)
+            verified = {row[0]: row for row in history_queries.verification_counts(db, configs)}
         # Each config's rows, in the order the queries give them whether all configs are read or some.
         phases = {c: tuple(rows) for c, rows in groupby(counts, key=_config)}  # a config's rows together
         grouped: dict[str, list[tuple[Any, ...]]] = {}
@@ -95,10 +98,18 @@ class HistoryText:
         self.deployments.update(phases, configs)
         self.finished.update(ends, configs)
         self.durations.update(ends, configs)
+        self.measured.update({c: r for c, r in verified.items() if sum(r[1:4])}, configs)
+        self.rollbacks.update({c: r for c, r in verified.items() if r[4]}, configs)
         self.at = at
 
     def parts(self) -> list[bytes]:
-        return [self.deployments.text(), self.finished.text(), _formatted(self.durations.family())]
+        return [
+            self.deployments.text(),
+            self.finished.text(),
+            _formatted(self.durations.family()),
+            self.measured.text(),
+            self.rollbacks.text(),
+        ]
 
     def _touched(self, store: Any, db: Any, at: Tracked | None) -> set[str] | None:
         """The configs whose rows changed since the view was last read (None: perhaps any)."""
@@ -224,6 +235,14 @@ def _config(row: tuple[Any, ...]) -> Any:
 def _add_phases(family: GaugeMetricFamily, config: str, rows: tuple[tuple[str, str, int], ...]) -> None:
     """The config's deployments in each phase, from its (config, phase, n) rows."""
     metrics.add_phases(family, config, [(phase, n) for _, phase, n in rows])
+
+
+def _add_measured(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
+    metrics.add_measurements(family, config, row)
+
+
+def _add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
+    metrics.add_rollbacks(family, config, row)
 
 
 def _add_finished(family: CounterMetricFamily, config: str, rows: tuple[tuple[Any, ...], ...]) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from projections import files, history_queries
-from projections.registry import ALL, BY_NAME
+from rollouts.projections import files, history_queries
+from rollouts.projections.registry import ALL, BY_NAME
 
 HISTORY = [BY_NAME["history"]]  # the one view a scrape catches up (the others report their lag)
 
@@ -41,6 +41,12 @@ class ViewsCollector(Collector):
             add_finished(finished, config, (complete, failed))
         yield finished
         yield duration_family(*history_queries.duration_buckets(db))
+        measured, rollbacks = measurements_family(), rollbacks_family()
+        for row in history_queries.verification_counts(db):
+            add_measurements(measured, row[0], row)
+            add_rollbacks(rollbacks, row[0], row)
+        yield measured
+        yield rollbacks
 
 
 def registry(store: Callable[[], Any]) -> CollectorRegistry:
@@ -100,6 +106,30 @@ def add_finished(family: CounterMetricFamily, config: str, ends: tuple[int, int]
     complete, failed = ends
     family.add_metric([config, "complete"], complete)
     family.add_metric([config, "failed"], failed)
+
+
+def measurements_family() -> CounterMetricFamily:
+    return CounterMetricFamily(
+        "rollouts_verification_measurements",
+        "Measurements of verifications by config and outcome (passed, failed, inconclusive).",
+        labels=["config", "outcome"],
+    )
+
+
+def add_measurements(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
+    """`config`'s samples, from its (config, passed, failed, inconclusive, rollbacks) row (none without one)."""
+    if sum(row[1:4]):
+        for outcome, n in zip(("passed", "failed", "inconclusive"), row[1:4], strict=True):
+            family.add_metric([config, outcome], n)
+
+
+def rollbacks_family() -> CounterMetricFamily:
+    return CounterMetricFamily("rollouts_rollbacks", "Automatic rollbacks triggered, by config.", labels=["config"])
+
+
+def add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
+    if row[4]:
+        family.add_metric([config], row[4])
 
 
 def duration_family(buckets: list[tuple[float, int]], total: int, seconds: float) -> HistogramMetricFamily:

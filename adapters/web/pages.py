@@ -19,6 +19,8 @@ td.num { text-align: right } code { font-size: 12px }
 .phase-Running, .phase-Pending { background: #1d4ed8 } .phase-New { background: #7c3aed }
 svg.timeline rect.attempt { stroke: #0003 } svg.timeline text { font-size: 11px; fill: #374151 }
 svg.timeline line.tick { stroke: #e5e7eb }
+svg.timeline line.mark { stroke: #111827; stroke-width: 2 } svg.timeline line.mark-failed { stroke: #b91c1c }
+svg.timeline line.mark-inconclusive { stroke: #b45309 } svg.timeline line.mark-paused { stroke-dasharray: 2 2 }
 rect.outcome-complete { fill: #16a34a } rect.outcome-failed { fill: #dc2626 }
 rect.outcome-cancelled { fill: #9ca3af } rect.outcome-open { fill: #2563eb }
 .legend span { margin-right: 1em } .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px }

@@ -6,22 +6,24 @@ so no path can name a file. Nothing here writes to the log."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from adapters import documents
-from adapters.web import pages, timeline
-from domain.errors import NotFound
-from domain.names import validate_name
-from projections import attempt_queries, history_queries
-from projections.audit_queries import EventFilter
+from rollouts.adapters import documents, event_documents
+from rollouts.adapters.cli.params import iso_utc
+from rollouts.adapters.web import pages, timeline
+from rollouts.domain.errors import NotFound
+from rollouts.domain.names import validate_name
+from rollouts.projections import attempt_queries, history_queries
+from rollouts.projections.audit_queries import EventFilter
 
 HTML, JSON = "text/html; charset=utf-8", "application/json"
 PAGE_EVENTS = 100  # events on a config's page unless ?limit= says otherwise
+API_EVENTS = 1000  # events of /api/events unless ?limit= says otherwise; a Link header names the next page
 TIMELINE_ATTEMPTS = 60  # the latest attempts drawn on a config's page
 EVENT_PARAMS = ("config", "version", "type", "actor", "since", "after", "until", "limit")
 
@@ -31,6 +33,7 @@ class Response:
     status: int
     content_type: str
     body: bytes
+    headers: tuple[tuple[str, str], ...] = ()  # more than the content's type and length (a Link, ...)
 
 
 class BadRequest(Exception):
@@ -89,7 +92,7 @@ def _config(state: Any, metrics: Any, params: dict[str, str], name: str) -> Resp
         raise NotFound(f"config {name!r} not found")
     attempts = attempt_queries.attempts(audit_db, name)[-TIMELINE_ATTEMPTS:]
     only = _event_filter(store, params | {"config": name}, default_limit=PAGE_EVENTS)
-    events = documents.events(audit_db, only)
+    events = event_documents.events(audit_db, only)
     next_after = events[-1]["position"] if only.limit is not None and len(events) == only.limit else None
     svg = timeline.svg(attempts, datetime.now(UTC))
     return _html(pages.config(rows[0], svg, documents.history(history_db, name), events, params, next_after))
@@ -112,7 +115,13 @@ def _api_history(state: Any, metrics: Any, params: dict[str, str], name: str) ->
 def _api_events(state: Any, metrics: Any, params: dict[str, str]) -> Response:
     _only(params, EVENT_PARAMS)
     store = state.read("audit")
-    return _json(documents.events(store.db("audit"), _event_filter(store, params)))
+    only = _event_filter(store, params, default_limit=API_EVENTS)
+    events = event_documents.events(store.db("audit"), only)
+    answer = _json(events)
+    if only.limit is None or len(events) < only.limit:
+        return answer
+    following = urlencode({**params, "after": events[-1]["position"]})
+    return replace(answer, headers=(("Link", f'</api/events?{following}>; rel="next"'),))
 
 
 def _metrics(state: Any, metrics: Any, params: dict[str, str]) -> Response:
@@ -153,22 +162,20 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
     """The filter `events` builds from its options, with the same checks."""
     import click
 
-    from adapters.cli.params import iso_utc
-
     config = params.get("config")
     if config is not None:
         try:
             validate_name(config)
         except ValueError:  # a parameter, not a path: bad, not missing
             raise BadRequest(f"config: {config[:70]!r} is not a config name (a DNS-1123 label)") from None
-    version, after, until = _int(params, "version", 1), _int(params, "after", 0), _int(params, "until", 0)
+    revision, after, until = _int(params, "version", 1), _int(params, "after", 0), _int(params, "until", 0)
     limit = _int(params, "limit", 1)
-    if version is not None and config is None:
+    if revision is not None and config is None:
         raise BadRequest("version needs a config")
     if after is not None and until is not None and until < after:
         raise BadRequest("until is before after")
     type_ = params.get("type")
-    problem = None if type_ is None else documents.type_problem(store.db("audit"), type_)
+    problem = None if type_ is None else event_documents.type_problem(store.db("audit"), type_)
     if problem is not None:
         raise BadRequest(f"type: {problem}")
     head = store.source.head()
@@ -181,7 +188,7 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
         raise BadRequest(f"since: {bad.format_message()}") from None
     return EventFilter(
         config=config,
-        version=version,
+        revision=revision,
         type=type_,
         actor=params.get("actor"),
         since=since,

@@ -6,6 +6,7 @@ the log's recorder are the command's State's, made for one user at a time)."""
 
 from __future__ import annotations
 
+import hmac
 import signal
 import socket
 import sys
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from adapters.web import exposition, routes
+from rollouts.adapters.web import exposition, routes
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 SECURITY_HEADERS = (
@@ -51,7 +52,18 @@ class Reader:
                 return routes.error(500, line, api)
 
 
-def make_handler(reader: Reader, loopback: bool) -> type[BaseHTTPRequestHandler]:
+UNAUTHORIZED = routes.Response(
+    401, "text/plain; charset=utf-8", b"a bearer token is needed\n", (("WWW-Authenticate", 'Bearer realm="rollouts"'),)
+)
+
+
+def authorized(header: str | None, token: bytes) -> bool:
+    """Whether an Authorization header carries the bearer token (compared in constant time)."""
+    scheme, _, given = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
+
+
+def make_handler(reader: Reader, loopback: bool, token: bytes | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "rollouts"
         sys_version = ""
@@ -68,12 +80,14 @@ def make_handler(reader: Reader, loopback: bool) -> type[BaseHTTPRequestHandler]
             if loopback and not _is_loopback_host(self.headers.get("Host", "")):
                 # A page on another site whose name resolves to 127.0.0.1 (DNS rebinding) reads nothing.
                 response = routes.Response(421, "text/plain; charset=utf-8", b"this server answers only to localhost\n")
+            elif token is not None and not authorized(self.headers.get("Authorization"), token):
+                response = UNAUTHORIZED
             else:
                 response = reader.respond(self.path)
             self.send_response(response.status)
             self.send_header("Content-Type", response.content_type)
             self.send_header("Content-Length", str(len(response.body)))
-            for key, value in SECURITY_HEADERS:
+            for key, value in (*response.headers, *SECURITY_HEADERS):
                 self.send_header(key, value)
             self.end_headers()
             if not head:
@@ -115,11 +129,29 @@ def is_loopback(host: str) -> bool:
     return all(info[4][0] in ("127.0.0.1", "::1") or info[4][0].startswith("127.") for info in infos)
 
 
-def listen(host: str, port: int, reader: Reader) -> ThreadingHTTPServer:
-    """A server bound to `host`:`port` (port 0: a free one), not yet serving."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    server_class = type("Server", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True})
-    return server_class((host, port), make_handler(reader, is_loopback(host)))
+class Server(ThreadingHTTPServer):
+    """The threading server, quiet when a client hangs up: a browser that stops loading, or a scraper that
+    gives up, is no error; anything else is one `error:` line, never the library's traceback."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):  # broken pipe, reset, aborted: the client left
+            return
+        what = " ".join(f"{type(error).__name__}: {error}".split())
+        print(f"error: a request from {client_address[0]} failed: {what}", file=sys.stderr, flush=True)
+
+
+class Server6(Server):
+    address_family = socket.AF_INET6
+
+
+def listen(host: str, port: int, reader: Reader, token: bytes | None = None) -> ThreadingHTTPServer:
+    """A server bound to `host`:`port` (port 0: a free one), not yet serving; with `token`, every
+    request must carry it as `Authorization: Bearer TOKEN` (401 otherwise)."""
+    server_class = Server6 if ":" in host else Server
+    return server_class((host, port), make_handler(reader, is_loopback(host), token))
 
 
 def url(server: ThreadingHTTPServer) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from html import escape
 
-from projections.attempt_queries import Attempt
+from rollouts.projections.attempt_queries import Attempt
 
 WIDTH, LEFT, RIGHT, ROW, BAR, AXIS = 960, 84, 16, 22, 14, 28
 MIN_BAR = 2.0  # px: an attempt of a few milliseconds stays visible
@@ -35,17 +35,27 @@ def svg(attempts: list[Attempt], now: datetime) -> str:
         x = LEFT + (start - begin).total_seconds() * scale
         width = max((stop - start).total_seconds() * scale, MIN_BAR)
         y = AXIS + row * ROW
-        label = f"v{a.version}.{a.attempt}"
+        label = f"v{a.revision}.{a.attempt}"
         ended = f"{a.end} ({a.outcome}{': ' + a.reason if a.reason else ''})" if a.end else "still running"
         tip = f"{label}: claimed {a.start} (position {a.first}), ended {ended}, {(stop - start).total_seconds():.3f} s"
         parts.append(f'<text class="label" x="{LEFT - 6}" y="{y + BAR - 3}" text-anchor="end">{escape(label)}</text>')
         parts.append(
             f'<rect class="attempt outcome-{escape(a.outcome)}" x="{x:.2f}" y="{y}" width="{width:.2f}" height="{BAR}"'
-            f' rx="2" data-outcome="{escape(a.outcome)}" data-version="{a.version}" data-attempt="{a.attempt}"'
+            f' rx="2" data-outcome="{escape(a.outcome)}" data-version="{a.revision}" data-attempt="{a.attempt}"'
             f' data-start="{escape(a.start)}" data-end="{escape(a.end or "")}"'
-            f' data-first="{a.first}" data-last="{a.last}"><title>{escape(tip)}</title></rect>'
+            f' data-first="{a.first}" data-last="{a.last}"'
+            + (f' data-rollback="{a.rolled_back_as}"' if a.rolled_back_as is not None else "")
+            + f"><title>{escape(tip)}</title></rect>"
         )
+        for moment, kind, text in a.marks:
+            mx = LEFT + (_time(moment) - begin).total_seconds() * scale
+            parts.append(
+                f'<line class="mark mark-{escape(kind)}" x1="{mx:.2f}" y1="{y + 1}" x2="{mx:.2f}" y2="{y + BAR - 1}"'
+                f' data-kind="{escape(kind)}"><title>{escape(text)} at {escape(moment)}</title></line>'
+            )
         note = a.outcome + (f": {a.reason}" if a.reason else "")
+        if a.rolled_back_as is not None:
+            note += f" (rolled back as v{a.rolled_back_as})"
         after = x + width + 6
         if after + 7 * len(note) < WIDTH:
             parts.append(f'<text class="note" x="{after:.2f}" y="{y + BAR - 3}">{escape(note)}</text>')

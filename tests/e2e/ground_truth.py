@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adapters.runtime import procs
+from rollouts.adapters.runtime import procs
 
 T = TypeVar("T")
 NAME = re.compile(r"^(?P<config>[a-z0-9-]+?)-(?P<version>\d+)-(?:deploy|hook-pre|hook-post)-\d+(?:-\d+)?$")
@@ -146,13 +146,13 @@ def wait_for(check_: Callable[[], T], timeout: float = 20.0, what: str = "condit
 DRIVER = """
 import os, signal, sys
 
-from adapters.controller import commands
-from adapters.controller.loop import Controller, claimant_id
-from adapters.eventstore import open_app
-from adapters.home import Home
-from adapters.log_source import RecorderSource
-from adapters.runtime.local import LocalRuntime
-from projections.store import ProjectionStore
+from rollouts.adapters.controller import commands
+from rollouts.adapters.controller.loop import Controller, claimant_id
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.home import Home
+from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.runtime.local import LocalRuntime
+from rollouts.projections.store import ProjectionStore
 
 home, point = Home(sys.argv[1]), sys.argv[2]
 app = open_app(home, None)

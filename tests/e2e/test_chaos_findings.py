@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from ground_truth import check, group_alive, kill_leftovers, read, wait_for
 
-from adapters.application import RolloutsApp, new_meta
-from adapters.controller import commands
-from adapters.eventstore import open_app
-from adapters.home import Home
-from adapters.log_source import RecorderSource
-from domain.spec import Spec
-from projections.store import BY_NAME, ProjectionStore
+from rollouts.adapters.application import RolloutsApp, new_meta
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.controller import commands
+from rollouts.adapters.home import Home
+from rollouts.adapters.log_source import RecorderSource
+from rollouts.domain.spec import Spec
+from rollouts.projections.store import BY_NAME, ProjectionStore
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
@@ -75,7 +75,7 @@ def latest_phase(rollouts: Any, name: str) -> str:
 
 
 def controllers(rollouts: Any, count: int) -> list[subprocess.Popen[str]]:
-    argv = [sys.executable, "-m", "adapters.cli", "controller", "run", "--interval", "0.05", "--timeout", "90"]
+    argv = [sys.executable, "-m", "rollouts", "controller", "run", "--interval", "0.05", "--timeout", "90"]
     return [
         subprocess.Popen(argv, cwd=rollouts.cwd, env=rollouts.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(count)

@@ -5,7 +5,8 @@ ROLLOUTS_CHAOS_CONTROLLERS and ROLLOUTS_CHAOS_MINUTES when set (for longer runs)
 default is the CI size, which finishes well within three minutes on two cores. The run puts an
 old copy of the log back mid-run (--restore-log), which also stands in for the old-projections
 restore of a small run. A second run takes the --scale profile (many configs side by side) at a
-small size.
+small size, a third moves the log twice (--moves), and a fourth has steps, measurements, pauses,
+promote, abort and the automatic rollback (--steps).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"seed": "1", "configs": "3", "rollouts": "20", "controllers": "2", "minutes": "1"}
 CLEAN = (
     "duplicates",
+    "sealed_not_refused",
+    "move_failures",
     "completed_without_run",
     "restore_not_refused",
     "overlaps",
@@ -39,6 +42,11 @@ CLEAN = (
     "notifications_lost",
     "notifications_misordered",
     "notifications_bad_keys",
+    "i9_violations",
+    "measurement_mismatches",
+    "rollback_missing",
+    "rollback_twice",
+    "rollback_unwanted",
 )
 TRUE = ("audit_ok", "views_equal_rebuild", "settled")
 
@@ -94,3 +102,19 @@ def test_small_run_of_the_scale_profile_keeps_every_invariant() -> None:
     result, why = chaos(["--seed", "2", "--scale", "--rollouts", "60", "--minutes", "1"], 165)
     assert (result["profile"], result["configs"], result["cli"]) == ("scale", 24, "fork"), why
     assert result["restores"] > 0, why
+
+
+@pytest.mark.slow
+def test_small_run_with_moves_keeps_every_invariant() -> None:
+    """--moves: the log sealed and imported into a fresh store twice, the old controllers left running."""
+    result, why = chaos(["--seed", "3", "--rollouts", "30", "--moves", "2", "--minutes", "2"], 240)
+    assert result["moves"] == 2 and result["old_controllers_refused"] > 0, why
+
+
+@pytest.mark.slow
+def test_small_run_with_steps_keeps_i9_and_i10() -> None:
+    """--steps: weighted steps, measurements of seeded outcome, manual pauses, promote, abort and the
+    automatic rollback, through the same chaos; no step passed unverified, no rollback missing or twice."""
+    result, why = chaos(["--seed", "4", "--steps", "--scale", "--rollouts", "60", "--minutes", "1"], 165)
+    assert result["stepped_configs"] > 0 and result["measurements"] > 0, why
+    assert result["rollbacks"] > 0 and result["measurements_by_outcome"].get("failed", 0) > 0, why

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Rollouts
-from tests.integration.test_hash_chain import Log
+from tests.integration.log.test_hash_chain import Log
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
@@ -31,7 +31,7 @@ def setup(rollouts: Rollouts, tmp_path: Path) -> Path:
 def logged(rollouts: Rollouts) -> tuple[int, str]:
     """(events, head hash) of the store's log; (0, "") when there is none (log verify refuses to read one)."""
     verified = rollouts.sh("log", "verify", "-o", "json")
-    if verified.exit_code != 0:
+    if verified.exit_code not in (0, 1):  # (1: a broken log still has its events and head)
         assert verified.exit_code in (4, 5) and "no log" in verified.stderr, verified
         return 0, ""
     document = json.loads(verified.stdout)
@@ -66,7 +66,8 @@ def test_a_log_put_back_from_a_backup_is_refused_and_its_reused_names_never_comp
     assert status.exit_code == 0 and "scratch views" in status.stderr
     assert status.stdout.strip() == "web version 1 (attempt 1): Complete"  # what this log says, not the old views
     assert rollouts.sh("events").exit_code == 0
-    assert rollouts.sh("audit").exit_code == 0
+    audited = rollouts.sh("audit")  # reads, and says what the home has seen that the log lost
+    assert audited.exit_code == 1 and "the home has seen position" in audited.stdout, audited
 
     rebound = rollouts.sh("home", "rebind")
     assert rebound.exit_code == 0, rebound.stderr
@@ -96,8 +97,9 @@ def put_back(rollouts: Rollouts, copy: Path) -> None:
 def test_a_copy_of_the_log_that_went_another_way_is_refused_even_with_a_higher_head(
     rollouts: Rollouts, tmp_path: Path
 ) -> None:
-    """Same log id, head not below what the home saw, another history: the home's views and runtime
-    were made from the history it saw, so it must not go on (the views mixed both histories)."""
+    """Head not below what the home saw, another history: the home's views and runtime were made from
+    the history it saw, so it must not go on (the views mixed both histories). The rebind onto the older
+    copy renamed that log (its next positions are new changes), so the newer copy is another log now."""
     setup(rollouts, tmp_path)
     older, newer = tmp_path / "older.db", tmp_path / "newer.db"
     shutil.copy(rollouts.home / "events.db", older)
@@ -110,7 +112,7 @@ def test_a_copy_of_the_log_that_went_another_way_is_refused_even_with_a_higher_h
     rollout(rollouts)  # version 2 of this history: Failed
     put_back(rollouts, newer)  # the wrong backup put back: its head is above what the home saw
 
-    says = "the log's history changed"
+    says = "but the store holds log"
     refused(rollouts, "rollout", "latest", "web", says=says)
     refused(rollouts, "controller", "run", "--once", says=says)
     status = rollouts.sh("rollout", "status", "web")
@@ -125,12 +127,18 @@ def test_a_copy_of_the_log_that_went_another_way_is_refused_even_with_a_higher_h
 def test_a_log_whose_chain_hash_was_removed_where_the_home_has_seen_it_is_refused(
     rollouts: Rollouts, tmp_path: Path
 ) -> None:
-    """`log verify` takes a log without chain rows for one written before the chain; the home knows better."""
+    """Writes refuse, and `log verify` and `audit` report both the events without hashes and the head lost."""
     setup(rollouts, tmp_path)
     head = json.loads(rollouts.sh("log", "verify", "-o", "json").stdout)["head"]
     Log(rollouts).execute("DELETE FROM rollouts_chain", "DELETE FROM rollouts_chain")
     refused(rollouts, "rollout", "latest", "web", says=f"has seen position {head}")
     assert "but the log now has no hash there" in rollouts.sh("rollout", "status", "web").stderr
+    verified = rollouts.sh("log", "verify")
+    assert verified.exit_code == 1
+    assert f"BROKEN at position 1: events 1..{head} ({head}) have no chain record" in verified.stdout
+    assert f"BROKEN at position {head}: the home has seen position {head} of this log" in verified.stdout
+    audited = rollouts.sh("audit")
+    assert audited.exit_code == 1 and audited.stdout.count("VIOLATION I8") == 2, audited
 
 
 def test_an_emptied_event_store_is_another_log(rollouts: Rollouts, tmp_path: Path) -> None:
@@ -193,7 +201,7 @@ def test_rebind_stops_a_deployer_that_runs_for_a_history_that_is_gone(rollouts: 
         (rollouts.home / f"events.db{side}").unlink(missing_ok=True)
     shutil.copy(backup, rollouts.home / "events.db")
 
-    rebound = rollouts.sh("home", "rebind")
+    rebound = rollouts.sh("home", "rebind", "--yes")  # it stops a deployer: asked first, unless --yes
     assert rebound.exit_code == 0, rebound.stderr
     assert "stopped web-1-deploy-1" in rebound.stdout and "api-1" not in rebound.stdout
     states = {d["name"]: d["state"] for d in json.loads(rollouts.sh("deployers", "list", "-o", "json").stdout)}

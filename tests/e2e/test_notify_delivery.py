@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from domain import phases
+from rollouts.domain import phases
 from tests.conftest import Rollouts
 
 ROOT = Path(__file__).resolve().parents[2]

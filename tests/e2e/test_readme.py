@@ -1,10 +1,18 @@
-"""The README's walkthrough is real: every `$ rollouts ...` line runs and prints what it shows."""
+"""The README's walkthrough and every docs page are real: each `$ rollouts ...` line runs and prints what it shows.
+
+README.md's console blocks run in a fresh home, one after another. Each docs/*.md page with a
+console block runs in a fresh home of its own, or, when the page says
+`<!-- console: after the README walkthrough -->`, in a copy of the home the walkthrough left.
+A prompt may set variables first (`VAR=value rollouts ...`) and send stdout to a file (`> FILE`);
+a transcript that needs more than that (a pipe, a hand-made edit) is a `text` block, not run.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +21,20 @@ import pytest
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+AFTER_WALKTHROUGH = "<!-- console: after the README walkthrough -->"
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00")
+ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=.*")
 DIGEST = re.compile(r"\b[0-9a-f]{64}\b|\b[0-9a-f]{32}\b")  # hashes and log ids differ per run too
 
 
-def walkthrough() -> list[tuple[str, list[str]]]:
-    """(command, expected output lines) for each prompt in the README's console blocks."""
+def console_steps(page: Path) -> list[tuple[str, list[str]]]:
+    """(command, expected output lines) for each prompt in a page's console blocks."""
     steps: list[tuple[str, list[str]]] = []
     in_block = False
-    for line in README.read_text().splitlines():
+    for line in page.read_text().splitlines():
         if line.startswith("```"):
             in_block = line == "```console"
         elif in_block and line.startswith("$ "):
@@ -37,30 +49,67 @@ def normalise(lines: list[str]) -> list[str]:
     return [" ".join(DIGEST.sub("<hex>", STAMP.sub("<time>", line)).split()) for line in lines]
 
 
-def test_the_readme_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
-    env = {**os.environ, "ROLLOUTS_HOME": str(tmp_path / ".rollouts"), "ROLLOUTS_ACTOR": "alice@laptop"}
-    steps = walkthrough()
-    assert len(steps) > 10
-    for command, expected in steps:
+def without_rows(lines: list[str]) -> list[str]:
+    """A `projections status` table without its ROWS column (the 7th)."""
+    return [" ".join(cells[:6] + cells[7:]) for cells in (line.split() for line in lines)]
+
+
+def run_steps(page: Path, workdir: Path) -> None:
+    """Run a page's prompts in WORKDIR (the home is WORKDIR/.rollouts) and compare what each prints."""
+    base = {**os.environ, "ROLLOUTS_HOME": str(workdir / ".rollouts"), "ROLLOUTS_ACTOR": "alice@laptop"}
+    for command, expected in console_steps(page):
         argv = shlex.split(command)
-        assert argv[0] == "rollouts"
+        env = dict(base)
+        while argv and ASSIGNMENT.fullmatch(argv[0]):  # VAR=value rollouts ...: the command's environment
+            name, _, value = argv.pop(0).partition("=")
+            env[name] = value
+        into = None
+        if len(argv) > 2 and argv[-2] == ">":  # rollouts ... > FILE: stdout into a file of the workdir
+            into = workdir / argv[-1]
+            argv = argv[:-2]
+        assert argv[0] == "rollouts", f"{page.name}: {command}"
         proc = subprocess.run(
-            [sys.executable, "-m", "adapters.cli", *argv[1:]],
-            cwd=tmp_path,
+            [sys.executable, "-m", "rollouts", *argv[1:]],
+            cwd=workdir,
             env=env,
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=60,
         )
-        printed = (proc.stdout + proc.stderr).splitlines()
+        if into is not None:
+            into.write_text(proc.stdout)
+        printed = ("" if into is not None else proc.stdout).splitlines() + proc.stderr.splitlines()
         if argv[1:] == ["projections", "status"]:  # ROWS counts the history view's duration buckets: timing
             printed, expected = without_rows(printed), without_rows(expected)
-        assert normalise(printed) == normalise(expected), command
+        assert normalise(printed) == normalise(expected), f"{page.name}: {command}"
 
 
-def without_rows(lines: list[str]) -> list[str]:
-    """A `projections status` table without its ROWS column (the 7th)."""
-    return [" ".join(cells[:6] + cells[7:]) for cells in (line.split() for line in lines)]
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A working directory whose home the README walkthrough made."""
+    workdir = tmp_path_factory.mktemp("readme")
+    run_steps(README, workdir)
+    return workdir
+
+
+def test_the_readme_walkthrough_prints_what_it_shows(walked: Path) -> None:
+    assert len(console_steps(README)) > 10
+    assert (walked / ".rollouts" / "events.db").exists()
+
+
+def pages_with_console_blocks() -> list[Path]:
+    return [page for page in sorted(DOCS.glob("*.md")) if console_steps(page)]
+
+
+@pytest.mark.parametrize("page", pages_with_console_blocks(), ids=lambda page: page.name)
+def test_each_docs_page_prints_what_it_shows(page: Path, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    if AFTER_WALKTHROUGH in page.read_text():
+        shutil.copytree(request.getfixturevalue("walked"), workdir, symlinks=True)
+    else:
+        workdir.mkdir()
+    run_steps(page, workdir)
 
 
 def test_the_readme_starts_with_the_two_fresh_machine_commands() -> None:

@@ -51,7 +51,7 @@ def background(rollouts: Any, tmp_path: Path) -> Iterator[Callable[..., subproce
     def start(*args: str) -> subprocess.Popen[str]:
         log = open(tmp_path / f"background-{len(started)}.log", "w")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            [sys.executable, "-m", "adapters.cli", *args],
+            [sys.executable, "-m", "rollouts", *args],
             cwd=rollouts.cwd,
             env=rollouts.env,
             text=True,
@@ -184,12 +184,12 @@ def test_phase_write_conflicting_after_create_does_not_create_twice(
     write is decided again on fresh state and the deployer is never created
     a second time. Another controller process then finishes the rollouts.
     """
-    from adapters.controller.loop import Controller, claimant_id
-    from adapters.eventstore import open_app
-    from adapters.home import Home
-    from adapters.log_source import RecorderSource
-    from adapters.runtime.local import LocalRuntime
-    from projections.store import ProjectionStore
+    from rollouts.adapters.bootstrap import open_app
+    from rollouts.adapters.controller.loop import Controller, claimant_id
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.log_source import RecorderSource
+    from rollouts.adapters.runtime.local import LocalRuntime
+    from rollouts.projections.store import ProjectionStore
 
     make_config(rollouts, "web", deployer_argv(gt, sleep=0.5))
     ok(cli(rollouts, "rollout", "latest", "web"))
@@ -323,13 +323,13 @@ def test_stale_requeued_event_does_not_recreate_a_finished_deployer(rollouts: An
 
 def redeliver_old_events(home: Path) -> None:
     """Deliver the Created and DeployerClaimed events of the finished deployment once more."""
-    from adapters.eventstore import open_app
-    from adapters.home import Home
-    from adapters.log_source import RecorderSource
-    from projections.desired import Desired
-    from projections.files import immediate
-    from projections.records import decode
-    from projections.store import ProjectionStore
+    from rollouts.adapters.bootstrap import open_app
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.log_source import RecorderSource
+    from rollouts.projections.desired import Desired
+    from rollouts.projections.files import immediate
+    from rollouts.projections.records import decode
+    from rollouts.projections.store import ProjectionStore
 
     app = open_app(Home(home), None)
     try:
@@ -527,7 +527,7 @@ def test_shim_killed_while_its_deployer_runs_is_lost_and_leaves_no_process(rollo
 READ_CATALOG = """
 import sys
 from pathlib import Path
-from projections.files import Catalog
+from rollouts.projections.files import Catalog
 current = Catalog(Path(sys.argv[1])).current(sys.argv[2])
 print(current and current.name)
 """
@@ -541,7 +541,7 @@ def catalog_in_a_fresh_process(folder: Path, name: str) -> str:
 
 def test_catalog_held_open_by_a_long_lived_process_sees_and_keeps_writes(rollouts: Any) -> None:
     """A process holding the projections catalog open (as a controller does) while others swap views."""
-    from projections.files import Catalog
+    from rollouts.projections.files import Catalog
 
     make_config(rollouts, "web", ["true"])
     ok(cli(rollouts, "rollout", "history", "web"))
@@ -559,10 +559,10 @@ def test_catalog_held_open_by_a_long_lived_process_sees_and_keeps_writes(rollout
 
 def test_a_view_caught_up_by_a_twin_controller_is_not_rebuilt(rollouts: Any) -> None:
     """Two controllers share one home's desired view: one catching it up must not make the other rebuild it."""
-    from adapters.eventstore import open_app
-    from adapters.home import Home
-    from adapters.log_source import RecorderSource
-    from projections.store import BY_NAME, ProjectionStore
+    from rollouts.adapters.bootstrap import open_app
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.log_source import RecorderSource
+    from rollouts.projections.store import BY_NAME, ProjectionStore
 
     make_config(rollouts, "web", ["true"])
     ok(cli(rollouts, "rollout", "latest", "web"))

@@ -11,6 +11,8 @@ import select
 import shutil
 import signal
 import socket
+import struct
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -171,6 +173,23 @@ def test_sigterm_and_ctrl_c_exit_0_and_a_restart_answers_the_same(home: Rollouts
         code, err = again.stop(signum)
         assert code == 0, err
         assert "Traceback" not in err and err.rstrip().endswith("stopped")
+
+
+def test_clients_that_hang_up_early_leave_no_traceback(home: Rollouts) -> None:
+    """A browser that stops loading or a scraper that gives up closes its socket (here with a reset,
+    before or after its request is whole); socketserver printed a traceback for each."""
+    server = Served(home)
+    host, port = server.address.rsplit(":", 1)
+    request = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    for i in range(24):
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+            client.sendall(request if i % 2 else request[:20])
+            if i % 3 == 0:
+                time.sleep(0.05)  # sometimes while the answer is being written
+    assert server.get("/")[0] == 200
+    code, err = server.stop()
+    assert code == 0 and err.splitlines()[1:] == ["stopped"], err  # after the line that says where it serves
 
 
 # -- the page, in a real browser ----------------------------------------------------------------------------

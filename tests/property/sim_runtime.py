@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
+from rollouts.adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
 
 ACTIVE = ("created", "running")
 STAMP = "2000-01-01T00:00:00.000000+00:00"  # rows are ordered by their sequence number, not by time
@@ -83,6 +83,10 @@ class SimRuntime:
     def folder(self) -> pathlib.Path:
         return self.logs.parent
 
+    @property
+    def database(self) -> pathlib.Path:
+        return self.folder / "runtime.db"
+
     def create(
         self,
         name: str,
@@ -148,6 +152,9 @@ class SimRuntime:
     def get(self, name: str) -> Observed | None:
         row = self.rows.get(name)
         return row.observed() if row else None
+
+    def born(self) -> str | None:
+        return None  # the simulated table is never lost
 
     def list(self, *, include_pruned: bool = False) -> list[Observed]:
         rows = sorted(self.rows.values(), key=lambda r: r.seq)

@@ -20,6 +20,10 @@ After every step:
   a live deployer is the current step of an active deployment in the log; the
   audit finds no I2.
 - I3: the audit (domain.audit over the audit view, as `rollouts audit` does).
+- I9, I10: the step audit (domain.step_audit) finds no deployment Complete without each step's deployer
+  and verification passed (or promoted past), no step started early, and exactly one automatic rollback
+  for each failure that calls for one; configs have steps, measurements (the simulation's processes,
+  whose exits are their outcomes), pauses, and `promote` and `abort` are rules like the other commands.
 - G1, G2: the gate audit (domain.gate_audit) finds no claim made inside a freeze, or of an attempt
   that needed an approval and had none; freezes (by name, of all), unfreezes and approvals (by the
   actor who asked, or another) are rules like the other commands.
@@ -56,24 +60,25 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from sim_runtime import ACTIVE, SimCrash, SimRuntime
 
-import adapters.controller.loop as loop_module
-from adapters.application import new_meta
-from adapters.controller import commands
-from adapters.controller.loop import Controller
-from adapters.eventstore import open_app
-from adapters.home import Home
-from adapters.log_source import RecorderSource
-from domain import phases
-from domain.audit import audit
-from domain.config import DeploymentConfig
-from domain.errors import DomainError, NotFound
-from domain.freeze import ALL_ID, in_force
-from domain.gate_audit import audit_gates
-from domain.spec import Hook, Spec
-from projections import audit_queries, files
-from projections.projection import Projection
-from projections.records import Record, decode
-from projections.store import ALL, BY_NAME, ProjectionStore, projections_named
+import rollouts.adapters.controller.loop as loop_module
+from rollouts.adapters.application import new_meta
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.controller import commands
+from rollouts.adapters.controller.loop import Controller
+from rollouts.adapters.home import Home
+from rollouts.adapters.log_source import RecorderSource
+from rollouts.domain import phases
+from rollouts.domain.audit import audit
+from rollouts.domain.config import DeploymentConfig
+from rollouts.domain.errors import DomainError, NotFound
+from rollouts.domain.freeze import ALL_ID, in_force
+from rollouts.domain.gate_audit import audit_gates
+from rollouts.domain.spec import Hook, Spec
+from rollouts.domain.step_audit import audit_steps
+from rollouts.projections import audit_queries, files
+from rollouts.projections.projection import Projection
+from rollouts.projections.records import Record, decode
+from rollouts.projections.store import ALL, BY_NAME, ProjectionStore, projections_named
 
 EXAMPLES = int(os.environ.get("ROLLOUTS_MODEL_EXAMPLES", "500"))
 STEPS = int(os.environ.get("ROLLOUTS_MODEL_STEPS", "30"))
@@ -95,7 +100,7 @@ AUDIT_SQL = (  # adapters/cli/audit_cmds.py
     "SELECT position, type, config, version, data FROM events WHERE stream IN "
     "(SELECT stream FROM streams WHERE kind = 'deployment') ORDER BY position"
 )
-CREATED_SQL = "SELECT data FROM events WHERE type IN ('DeployerCreated', 'HookCreated')"
+CREATED_SQL = "SELECT data FROM events WHERE type IN ('DeployerCreated', 'HookCreated', 'MeasurementCreated')"
 
 
 def _tmp_base() -> str | None:
@@ -250,6 +255,13 @@ def specs(name: str) -> st.SearchStrategy[Spec]:
         pre_hook=hooks("pre", name),
         post_hook=hooks("post", name),
         require_approval=st.booleans(),
+        steps=st.sampled_from([None, None, [50, 100], [10, 50, 100]]),
+        step_pause=st.sampled_from([0, 0, 30, "manual"]),
+        verify=st.sampled_from([None, ["verify", name], ["verify", name]]),
+        verify_count=st.sampled_from([1, 2]),
+        verify_interval=st.sampled_from([0, 0, 5]),
+        inconclusive_limit=st.sampled_from([0, 1]),
+        auto_rollback=st.sampled_from([False, True, True]),
     )
 
 
@@ -283,6 +295,7 @@ class Facts:
     spec: dict[str, Any] = field(default_factory=dict)
     phases: dict[int, str] = field(default_factory=dict)
     attempts: dict[int, int] = field(default_factory=dict)
+    pauses: dict[int, str | None] = field(default_factory=dict)  # why each deployment waits in a pause
 
     @property
     def open(self) -> list[int]:
@@ -300,6 +313,9 @@ SPEC_CHANGES = (
     "trigger",
     "timeout",
     "approval",
+    "steps",
+    "verify",
+    "auto_rollback",
     "nothing",
     "create",
 )
@@ -326,6 +342,12 @@ def change_spec(spec: Spec, change: str, name: str, serial: int, policy: str, li
         data["timeout"] = 60 if data["timeout"] == 600 else 600
     elif change == "approval":
         data["require_approval"] = not data.get("require_approval", False)
+    elif change == "steps":
+        data["steps"] = None if data.get("steps") else [50, 100]
+    elif change == "verify":
+        data["verify"] = None if data.get("verify") else ["verify", name, str(serial)]
+    elif change == "auto_rollback":
+        data["auto_rollback"] = not data.get("auto_rollback", False)
     return Spec.model_validate(data)
 
 
@@ -442,11 +464,12 @@ class RolloutModel(RuleBasedStateMachine):
         row = db.execute("SELECT spec, paused, latest_version FROM configs WHERE name = ?", (name,)).fetchone()
         if row is None:
             return Facts()
-        deployments = db.execute("SELECT version, phase, attempt FROM deployments WHERE config = ?", (name,))
+        deployments = db.execute("SELECT version, phase, attempt, paused FROM deployments WHERE config = ?", (name,))
         facts = Facts(True, bool(row[1]), row[2], json.loads(row[0]))
-        for version, phase, attempt in deployments.fetchall():
+        for version, phase, attempt, paused in deployments.fetchall():
             facts.phases[version] = phase
             facts.attempts[version] = attempt
+            facts.pauses[version] = paused
         return facts
 
     def _deployment(self, name: str, version: int) -> dict[str, Any]:
@@ -607,6 +630,43 @@ class RolloutModel(RuleBasedStateMachine):
 
         self._command(f"rollout cancel {name}", model, lambda meta: self.app.cancel(name, meta))
 
+    @rule(name=st.sampled_from(NAMES), full=st.booleans(), approver=st.sampled_from(APPROVERS))
+    def promote(self, name: str, full: bool, approver: str) -> None:
+        def model() -> tuple[str | None, Callable[[Any], None]]:
+            facts = self._facts(name)
+            paused = [v for v in facts.open if facts.pauses.get(v) and facts.phases[v] in phases.ACTIVE]
+            expect = "notfound" if not facts.exists else None if paused else "refused"
+
+            def check(result: tuple[int, str]) -> None:
+                assert result[0] == paused[-1], (result, paused)
+
+            return expect, check
+
+        def call(meta: dict[str, Any]) -> Any:
+            return self.app.promote(name, full, {**meta, "actor": approver})
+
+        self._command(f"rollout promote {name}{' --full' if full else ''}", model, call)
+
+    @rule(name=st.sampled_from(NAMES))
+    def abort(self, name: str) -> None:
+        def model() -> tuple[str | None, Callable[[Any], None]]:
+            facts = self._facts(name)
+            opened = facts.open
+            if not facts.exists:
+                expect = "notfound"
+            elif not opened or self._cancelled_or_failed(name, opened[-1]):
+                expect = "refused"  # nothing open, or the latest is being cancelled or aborted already
+            else:
+                expect = None
+
+            def check(revision: int) -> None:
+                assert revision == opened[-1]
+                assert self._cancelled_or_failed(name, revision)
+
+            return expect, check
+
+        self._command(f"rollout abort {name}", model, lambda meta: self.app.abort(name, "model", meta))
+
     @rule(name=st.sampled_from(NAMES))
     def retry(self, name: str) -> None:
         self._retry(name)
@@ -669,6 +729,12 @@ class RolloutModel(RuleBasedStateMachine):
 
         call = self.app.resume if resume else self.app.pause
         self._command(f"rollout {'resume' if resume else 'pause'} {name}", model, lambda meta: call(name, meta))
+
+    @rule(which=st.sampled_from([0, 1]), codes=st.lists(st.sampled_from([0, 0, 0, 0, 1, 3]), min_size=3, max_size=8))
+    def drive_through(self, which: int, codes: list[int]) -> None:
+        """As `drive`, further: through steps, measurements (1 failed, 3 inconclusive) and pauses, to the
+        ends where automatic rollbacks are decided."""
+        self.drive(which, codes)
 
     @rule(
         name=st.sampled_from(NAMES),
@@ -1035,6 +1101,8 @@ class RolloutModel(RuleBasedStateMachine):
         assert not result.violations, f"audit: {[v.as_dict() for v in result.violations]}"
         gates = audit_gates(audit_queries.gate_events(db))  # G1, G2: no claim a freeze or an approval held
         assert not gates.violations, f"audit: {[v.as_dict() for v in gates.violations]}"
+        steps = audit_steps(audit_queries.step_events(db))  # I9, I10
+        assert not steps.violations, f"audit: {[v.as_dict() for v in steps.violations]}"
         created = {json.loads(d)["name"] for (d,) in db.execute(CREATED_SQL).fetchall()}
         never = sorted(created - set(self.runtime.spawns))
         assert not never, f"I1: the log records as created deployers never spawned: {never}"
@@ -1071,6 +1139,10 @@ class RolloutModel(RuleBasedStateMachine):
         try:
             if sys.exc_info()[0] is None:  # not while a failure propagates: it would hide it
                 self._catch_up_checker()
+                if os.environ.get("ROLLOUTS_MODEL_TALLY"):  # which event types the run made (to size the model)
+                    with open(os.environ["ROLLOUTS_MODEL_TALLY"], "a") as tally:
+                        for (type_,) in self.checker.db("audit").execute("SELECT type FROM events").fetchall():
+                            tally.write(type_ + "\n")
                 self._check_replay()
                 self._check_live(self.stores)
         finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.audit import Auditor, audit
+from rollouts.domain.audit import Auditor, audit
 
 Row = tuple[str, int, dict[str, Any]]
 

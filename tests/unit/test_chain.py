@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from adapters import chain
+from rollouts.adapters import chain
 
 STREAM = uuid.uuid4()
 
@@ -73,10 +73,18 @@ def test_an_event_without_a_hash_after_the_chain_began_is_an_insertion() -> None
     assert [(b.position, "inserted" in b.problem) for b in chain.verify(table).breaks] == [(5, True)]
 
 
-def test_events_before_the_chain_are_counted_and_covered_by_the_first_hash() -> None:
+def test_events_without_their_hashes_are_one_break_and_covered_by_the_next_hash() -> None:
     table = rows(records(6), hashed_from=3)
     verdict = chain.verify(table)
-    assert verdict.ok and verdict.unchained == 3
+    assert verdict.unchained == 3 and [(b.position, "events 1..3 (3)" in b.problem) for b in verdict.breaks] == [
+        (1, True)
+    ]
     position, stream, version, topic, _, stored = table[0]
     table[0] = (position, stream, version, topic, b"edited", stored)
-    assert [b.position for b in chain.verify(table).breaks] == [4]
+    assert [b.position for b in chain.verify(table).breaks] == [1, 4]
+
+
+def test_one_hash_removed_in_the_middle_is_a_break_there() -> None:
+    table = rows(records(5))
+    table[2] = (*table[2][:-1], None)
+    assert [(b.position, "no chain record" in b.problem) for b in chain.verify(table).breaks] == [(3, True)]

@@ -7,11 +7,11 @@ from collections.abc import Callable
 import pytest
 from eventsourcing.domain import Aggregate
 
-from domain import phases, rollout
-from domain.config import DeploymentConfig
-from domain.deployment import Deployment
-from domain.errors import DomainError
-from domain.spec import Spec
+from rollouts.domain import phases, rollout
+from rollouts.domain.config import DeploymentConfig
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.errors import DomainError
+from rollouts.domain.spec import Spec
 
 META = {"actor": "a", "correlation_id": "c"}
 

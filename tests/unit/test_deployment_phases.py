@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from domain import ids, phases
-from domain.deployment import Deployment
-from domain.errors import DomainError, IllegalTransition
-from domain.spec import Spec
+from rollouts.domain import ids, phases
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.errors import DomainError, IllegalTransition
+from rollouts.domain.spec import Spec
 
 META = {"actor": "a", "correlation_id": "c"}
 

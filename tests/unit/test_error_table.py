@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from eventsourcing.persistence import OperationalError
 
-from adapters.application import NotUTF8, WriteConflict
-from adapters.binding import HomeBoundElsewhere
-from adapters.cli.errors import CONFLICT, INTERNAL, MISSING, REFUSED, STORE, USAGE, exit_code_for
-from adapters.eventstore import StoreUnavailable
-from adapters.failures import is_lock_timeout, missing_table
-from adapters.store_url import BadStoreURL
-from domain.errors import Conflict, DomainError, IllegalTransition, NotFound, StoreProblem, UsageError
-from projections.health import BrokenView
-from projections.records import UndecodableEvent
-from projections.store import UnknownProjection
+from rollouts.adapters.application import NotUTF8, WriteConflict
+from rollouts.adapters.backend import StoreUnavailable
+from rollouts.adapters.binding import HomeBoundElsewhere
+from rollouts.adapters.cli.errors import CONFLICT, INTERNAL, MISSING, REFUSED, STORE, USAGE, exit_code_for
+from rollouts.adapters.failures import is_lock_timeout, missing_table
+from rollouts.adapters.store_url import BadStoreURL
+from rollouts.domain.errors import Conflict, DomainError, IllegalTransition, NotFound, StoreProblem, UsageError
+from rollouts.projections.health import BrokenView
+from rollouts.projections.records import UndecodableEvent
+from rollouts.projections.store import UnknownProjection
 
 
 def sqlite_error(make: str, tmp_path: Path) -> sqlite3.Error:

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from adapters.application import new_meta
-from adapters.controller import commands
-from adapters.controller.executor import HANDLERS, REPORTERS, Executor
-from adapters.controller.plan import REPORTS, Action, Kind
-from adapters.eventstore import open_app
-from adapters.home import Home
-from adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
-from domain.spec import Hook, Spec
-from domain.step import Step
+from rollouts.adapters.application import new_meta
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.controller import commands
+from rollouts.adapters.controller.executor import HANDLERS, REPORTERS, Executor
+from rollouts.adapters.controller.plan import REPORTS, Action, Kind
+from rollouts.adapters.home import Home
+from rollouts.adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
+from rollouts.domain.spec import Hook, Spec
+from rollouts.domain.step import Step
 
 ME = "claimant-me"
 OTHER = "claimant-other"
@@ -35,6 +35,10 @@ class FakeRuntime:
     @property
     def folder(self) -> Path:
         return Path("/nonexistent/runtime")
+
+    @property
+    def database(self) -> Path:
+        return self.folder / "runtime.db"
 
     def create(
         self,
@@ -64,6 +68,9 @@ class FakeRuntime:
         return True
 
     def get(self, name: str) -> Observed | None:
+        return None
+
+    def born(self) -> str | None:
         return None
 
     def list(self, *, include_pruned: bool = False) -> list[Observed]:

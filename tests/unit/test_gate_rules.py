@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from adapters.controller.plan import Kind, gated, plan
-from domain import ids, rollout
-from domain.config import DeploymentConfig
-from domain.deployment import Deployment
-from domain.errors import DomainError, UsageError
-from domain.freeze import ALL_ID, FreezeAll, in_force
-from domain.gate_audit import audit_gates
-from domain.spec import Spec
+from rollouts.adapters.controller.plan import Kind, gated, plan
+from rollouts.domain import ids, rollout
+from rollouts.domain.config import DeploymentConfig
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.errors import DomainError, UsageError
+from rollouts.domain.freeze import ALL_ID, FreezeAll, in_force
+from rollouts.domain.gate_audit import audit_gates
+from rollouts.domain.spec import Spec
 
 ALICE = {"actor": "alice"}
 BOB = {"actor": "bob"}

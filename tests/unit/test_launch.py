@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from adapters.controller.launch import launch_spec
-from adapters.runtime.shim import environment
-from domain.spec import Spec
-from domain.step import Step as DeploymentStep
+from rollouts.adapters.controller.launch import launch_spec
+from rollouts.adapters.runtime.shim import environment
+from rollouts.domain.spec import Spec
+from rollouts.domain.step import Step as DeploymentStep
 
 CONTROLLER = ["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_TIME", "TZ", "TMPDIR", "TERM"]
 DECOYS = ["MY_SECRET_TOKEN", "ROLLOUTS_STORE", "PYTHONPATH", "LCX", "SHELL", "PWD", "OLDPWD"]
@@ -41,6 +41,9 @@ def test_a_deployer_is_passed_only_the_allowed_names_and_those_its_spec_passes()
         "ROLLOUT_VERSION": "2",
         "ROLLOUT_ATTEMPT": "3",
         "ROLLOUT_DEPLOYER": "app-2-deploy-3",
+        "ROLLOUT_STEP": "1",
+        "ROLLOUT_STEPS": "1",
+        "ROLLOUT_WEIGHT": "100",
     }
 
 
@@ -68,3 +71,21 @@ def test_the_shim_takes_the_passed_values_from_its_own_environment_and_the_store
         "ROLLOUT_X": "1",
     }
     assert capsys.readouterr().err == "rollouts shim: not in the controller's environment, not passed: C\n"
+
+
+def test_a_step_deployer_and_a_measurement_are_told_their_step_weight_and_number() -> None:
+    spec = Spec(command=["deploy"], steps=[20, 100], verify=["check", "--fast"])
+    fake = Step(spec, "deployer", "app-2-deploy-3-step-2")
+    fake.step = DeploymentStep("deployer", 1, "app-2-deploy-3-step-2", index=2)
+    started = launch_spec(fake, [], "/work")  # type: ignore[arg-type]
+    assert (started.env["ROLLOUT_STEP"], started.env["ROLLOUT_STEPS"], started.env["ROLLOUT_WEIGHT"]) == (
+        "2",
+        "2",
+        "100",
+    )
+    fake.step = DeploymentStep("verify", 4, "app-2-verify-3-4", index=1)
+    measured = launch_spec(fake, [], "/work")  # type: ignore[arg-type]
+    assert measured.argv == ["check", "--fast"]
+    assert measured.env["ROLLOUT_VERIFY"] == "4"
+    assert measured.env["ROLLOUT_DEPLOYER"] == "app-2-verify-3-4"
+    assert (measured.env["ROLLOUT_STEP"], measured.env["ROLLOUT_WEIGHT"]) == ("1", "20")

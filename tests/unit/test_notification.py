@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.notify.sinks import BadURL, check_url, shown
-from adapters.notify.worker import retry_delay
-from domain import phases
-from domain.errors import DomainError
-from domain.notification import DEFAULT_ON, UnknownKind, kind_of, parse_kinds
-from domain.sink import Sink
+from rollouts.adapters.notify.sinks import BadURL, check_url, shown
+from rollouts.adapters.notify.worker import retry_delay
+from rollouts.domain import phases
+from rollouts.domain.errors import DomainError
+from rollouts.domain.notification import DEFAULT_ON, UnknownKind, kind_of, parse_kinds, reason_of
+from rollouts.domain.sink import Sink
 
 
 def test_kinds_parse_in_a_fixed_order_and_unknown_ones_are_usage_errors() -> None:
@@ -71,10 +71,10 @@ def test_retries_start_within_a_second_and_are_never_more_than_ten_seconds_apart
 
 
 def test_the_reader_finds_each_change_with_its_document(tmp_path: Path) -> None:
-    from adapters.eventstore import open_app
-    from adapters.home import Home
-    from adapters.notify.changes import ChangeReader
-    from domain.spec import Spec
+    from rollouts.adapters.bootstrap import open_app
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.notify.changes import ChangeReader
+    from rollouts.domain.spec import Spec
 
     app = open_app(Home(tmp_path / "home"), None)
     try:
@@ -102,7 +102,7 @@ def test_the_reader_finds_each_change_with_its_document(tmp_path: Path) -> None:
 def test_a_failed_post_is_told_in_short_stable_words() -> None:
     import socket
 
-    from adapters.notify.http import Poster
+    from rollouts.adapters.notify.http import Poster
 
     with socket.socket() as closed:  # bound, never listening: the connection is refused
         closed.bind(("127.0.0.1", 0))
@@ -114,7 +114,7 @@ def test_a_failed_post_is_told_in_short_stable_words() -> None:
 
 def test_a_notifier_never_started_stops_quietly() -> None:
     """A controller that stands aside for its twin stops a notifier it never started (was: exit 70)."""
-    from adapters.notify.notifier import Notifier
+    from rollouts.adapters.notify.notifier import Notifier
 
     notifier = Notifier(open_app=lambda: None, meta=dict, log=lambda _: None, holder="test")
     notifier.stop(wait=0.1)
@@ -132,3 +132,13 @@ def test_a_notifier_never_started_stops_quietly() -> None:
 )
 def test_a_sink_url_is_shown_without_its_password(url: str, expected: str) -> None:
     assert shown(url) == expected
+
+
+def test_a_pause_and_an_automatic_rollback_are_kinds_of_their_own() -> None:
+    rollback = {"cause": "automatic rollback to 3", "message": "version 4 failed: verification failed"}
+    assert kind_of(None, "Created", phases.NEW, rollback) == "rollback"
+    assert kind_of(None, "Created", phases.NEW, {"cause": "manual"}) == "triggered"
+    assert kind_of(phases.RUNNING, "StepPaused", phases.RUNNING, {"why": "step"}) == "paused"
+    assert reason_of("StepPaused", {"why": "inconclusive"}, phases.RUNNING) == "paused: inconclusive"
+    assert reason_of("Created", rollback, phases.NEW) == "version 4 failed: verification failed"
+    assert parse_kinds("rollback,paused") == ("paused", "rollback")

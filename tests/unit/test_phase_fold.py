@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain import audit, ids, phases
-from domain.deployment import Deployment
-from domain.errors import DomainError
-from domain.spec import Spec
+from rollouts.domain import audit, ids, phases
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.errors import DomainError
+from rollouts.domain.spec import Spec
 
 META = {"actor": "a", "correlation_id": "c"}
 CURRENT = "<current step>"

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from adapters.controller.plan import Action, Kind, batches, plan
-from adapters.runtime.port import Observed
-from projections.desired import COLUMNS
+from rollouts.adapters.controller.plan import UNKNOWN_TO_RUNTIME, Action, Kind, batches, plan
+from rollouts.adapters.runtime.port import Observed
+from rollouts.projections.desired import COLUMNS
 
 ME = "claimant-me"
 OTHER = "claimant-other"
@@ -37,6 +37,10 @@ def row(phase: str = "Pending", **changes: Any) -> dict[str, Any]:
         "timeout": 600,
         "notification_id": 7,
         "approval": 0,
+        "step_at": None,
+        "step_delay": 0,
+        "held": 0.0,
+        "verify_timeout": 30,
     }
     if phase != "New":
         base.update(step=DEPLOYER, step_kind="deployer", claimant=ME, claimed_at=CLAIMED_AT.isoformat())
@@ -89,7 +93,7 @@ def test_an_active_deployment_of_another_config_does_not_hold_back_a_claim() -> 
 def test_only_one_new_deployment_per_config_is_claimed_in_a_pass() -> None:
     rows = [row("New"), row("New", version=2), row("New", config="web"), row("New", config="web", version=2)]
     actions = plan(rows, {}, ME, SOON)
-    assert [(a.kind, a.config, a.version) for a in actions] == [("claim", "app", 1), ("claim", "web", 1)]
+    assert [(a.kind, a.config, a.revision) for a in actions] == [("claim", "app", 1), ("claim", "web", 1)]
 
 
 def test_a_cancelled_new_deployment_is_not_claimed() -> None:
@@ -98,7 +102,7 @@ def test_a_cancelled_new_deployment_is_not_claimed() -> None:
 
 def test_a_cancelled_new_deployment_does_not_hold_back_the_next_one() -> None:
     actions = plan([row("New", cancel=1), row("New", version=2)], {}, ME, SOON)
-    assert [(a.kind, a.version) for a in actions] == [("claim", 2)]
+    assert [(a.kind, a.revision) for a in actions] == [("claim", 2)]
 
 
 # -- ownership -------------------------------------------------------------------
@@ -144,8 +148,14 @@ def test_a_claimed_step_with_no_runtime_row_and_not_marked_created_is_created() 
     assert actions == [Action(Kind.CREATE, "app", 1, 1, name=DEPLOYER)]
 
 
-def test_a_step_marked_created_is_never_created_again_even_with_no_runtime_row() -> None:
-    assert plan([row(created=1)], {}, ME, SOON) == []
+@pytest.mark.parametrize("phase", ["Pending", "Running"])
+def test_a_step_marked_created_with_no_runtime_row_is_lost_and_never_created_again(phase: str) -> None:
+    """Its row was committed before the create was recorded: a runtime without it (runtime.db deleted)
+    knows nothing of its processes, so the attempt ends Lost now, not at its timeout."""
+    started = 1 if phase == "Running" else 0
+    actions = plan([row(phase, created=1, started=started)], {}, ME, SOON)
+    assert actions == [Action(Kind.RECORD_LOST, "app", 1, 1, name=DEPLOYER, reason=UNKNOWN_TO_RUNTIME)]
+    assert "runtime.db" in UNKNOWN_TO_RUNTIME
 
 
 @pytest.mark.parametrize("kind", ["pre", "post"])
@@ -293,4 +303,56 @@ def test_batches_keep_every_action_in_order() -> None:
 
 def test_a_new_deployment_holds_back_the_next_new_one_of_its_config() -> None:
     actions = plan([row("New"), row("New", version=2)], {}, ME, SOON)
-    assert [(a.kind, a.version) for a in actions] == [("claim", 1)]
+    assert [(a.kind, a.revision) for a in actions] == [("claim", 1)]
+
+
+# -- steps, measurements and pauses (7.6): each guard alone ------------------------------------------
+
+MEASUREMENT = "app-1-verify-1-2"
+PAUSE = "app-1-pause-1-1"
+AT = CLAIMED_AT + timedelta(seconds=10)
+
+
+def test_a_measurement_is_created_only_once_its_interval_after_the_one_before_has_passed() -> None:
+    waiting = row("Running", step=MEASUREMENT, step_kind="verify", step_at=AT.isoformat(), step_delay=5)
+    assert plan([waiting], {}, ME, AT + timedelta(seconds=4)) == []
+    assert plan([waiting], {}, ME, AT + timedelta(seconds=5)) == [Action(Kind.CREATE, "app", 1, 1, name=MEASUREMENT)]
+
+
+def test_a_timed_pause_ends_when_its_seconds_have_passed_and_a_manual_one_never_by_the_controller() -> None:
+    timed = row("Running", step=PAUSE, step_kind="pause", created=1, step_at=AT.isoformat(), step_delay=30)
+    assert plan([timed], {}, ME, AT + timedelta(seconds=29)) == []
+    assert plan([timed], {}, ME, AT + timedelta(seconds=30)) == [Action(Kind.END_PAUSE, "app", 1, 1, name=PAUSE)]
+    manual = {**timed, "step_delay": None}
+    assert plan([manual], {}, ME, AT + timedelta(days=9)) == []  # no timeout either while a human is awaited
+
+
+def test_time_paused_for_a_human_does_not_count_toward_the_timeout() -> None:
+    held = row("Running", step=DEPLOYER, created=1, started=1, held=3600.0, timeout=600)
+    late = CLAIMED_AT + timedelta(seconds=3000)
+    assert plan([held], {DEPLOYER: seen("running")}, ME, late) == []
+    assert plan([{**held, "held": 0.0}], {DEPLOYER: seen("running")}, ME, late)[0].kind == Kind.TIMEOUT
+
+
+def test_a_measurement_past_its_timeout_is_stopped() -> None:
+    running = row("Running", step=MEASUREMENT, step_kind="verify", created=1, started=1, step_at=AT.isoformat())
+    assert plan([running], {MEASUREMENT: seen("running")}, ME, AT + timedelta(seconds=30)) == []
+    [stop] = plan([running], {MEASUREMENT: seen("running")}, ME, AT + timedelta(seconds=31))
+    assert (stop.kind, stop.name, stop.reason) == (
+        Kind.STOP_MEASUREMENT,
+        MEASUREMENT,
+        "timeout: measurement exceeded 30s",
+    )
+
+
+def test_an_expired_claim_with_nothing_running_is_taken_over_not_lost() -> None:
+    paused = row("Running", claimant=OTHER, step=PAUSE, step_kind="pause", created=1, step_delay=None)
+    between = row("Running", claimant=OTHER, step=MEASUREMENT, step_kind="verify", version=2, config="b")
+    expired = frozenset({OTHER})
+    assert [(a.kind, a.name) for a in plan([paused, between], {}, ME, SOON, expired)] == [
+        (Kind.TAKE_OVER, PAUSE),
+        (Kind.TAKE_OVER, MEASUREMENT),
+    ]
+    measuring = {**between, "created": 1}
+    assert [a.kind for a in plan([measuring], {}, ME, SOON, expired)] == [Kind.RECORD_LOST]
+    assert plan([paused], {}, ME, SOON) == []  # a live claimant's pause is its own

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.runtime.local import LocalRuntime
-from adapters.runtime.port import Runtime
+from rollouts.adapters.runtime.local import LocalRuntime
+from rollouts.adapters.runtime.port import Runtime
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "property"))
 
@@ -34,10 +34,12 @@ def test_the_port_names_every_call_the_controller_makes() -> None:
     assert sorted(members(Runtime)) == sorted(
         [
             "folder",
+            "database",
             "create",
             "batched",
             "tombstone",
             "get",
+            "born",
             "list",
             "active",
             "observe",
@@ -66,7 +68,7 @@ def test_each_runtime_implements_every_call_of_the_port_with_its_signature(imple
 
 
 def test_a_claim_reads_back_as_it_was_written_and_a_disowned_one_names_none() -> None:
-    from adapters.runtime.port import UNKNOWN_CLAIM, claim_parts, claim_text
+    from rollouts.adapters.runtime.port import UNKNOWN_CLAIM, claim_parts, claim_text
 
     assert claim_parts(claim_text("abc", 17, "f" * 64)) == ("abc", 17, "f" * 64)
     assert claim_parts(claim_text("abc", 3, None)) == ("abc", 3, "")

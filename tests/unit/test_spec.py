@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from domain.spec import Hook, Spec, looks_secret, validate_name
+from rollouts.domain.spec import Hook, Spec, looks_secret, validate_name
 
 
 def spec(**fields: Any) -> Spec:

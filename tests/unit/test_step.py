@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import ids
-from domain.deployment import Deployment
-from domain.spec import Spec
-from domain.step import DEPLOYER, POST, PRE, Step
+from rollouts.domain import ids
+from rollouts.domain.deployment import Deployment
+from rollouts.domain.spec import Spec
+from rollouts.domain.step import DEPLOYER, POST, PRE, Step
 
 META = {"actor": "a", "correlation_id": "c"}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapters.cli.stillness import Stillness
+from rollouts.adapters.cli.stillness import Stillness
 
 
 class Clock:

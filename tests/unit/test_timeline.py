@@ -6,8 +6,8 @@ import re
 from datetime import UTC, datetime
 from xml.etree import ElementTree
 
-from adapters.web.timeline import MIN_BAR, svg
-from projections.attempt_queries import Attempt
+from rollouts.adapters.web.timeline import MIN_BAR, svg
+from rollouts.projections.attempt_queries import Attempt
 
 SVG = "{http://www.w3.org/2000/svg}"
 

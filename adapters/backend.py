@@ -1,0 +1,135 @@
+"""The store port: what the SQLite and the PostgreSQL backends each do in their own dialect.
+
+Callers hold a Backend (bootstrap makes it from `--store`; a recorder it opened carries it as
+`recorder.backend`) and never ask which one it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+
+from rollouts.domain.errors import StoreProblem
+from rollouts.projections.log_file import Row  # a notification as projections need it (one type for both)
+
+if TYPE_CHECKING:
+    from rollouts.adapters.store_url import StoreURL
+    from rollouts.projections.source import Log
+
+T = TypeVar("T")
+APP_NAME = "rollouts"  # RolloutsApp.name: the library reads its settings and names the log's tables after it
+
+# A long-lived process (the controller) keeps aggregates and only reads their new events;
+# every get() still fast-forwards from the store and hands out a copy, so nothing is stale.
+CACHE = {"AGGREGATE_CACHE_MAXSIZE": "500", "AGGREGATE_CACHE_FASTFORWARD": "y"}
+
+
+class StoreUnavailable(StoreProblem):
+    """The store cannot be reached or used (the CLI exits 5)."""
+
+
+class LeaseSQL(NamedTuple):
+    """The pieces of lease statements that differ between dialects."""
+
+    now: str  # the database's clock, in seconds since the epoch
+    mark: str  # a parameter's placeholder
+    greatest: str  # the larger of two values
+
+
+class Listener(Protocol):
+    """Something that says when the log changed, with a descriptor to wait on."""
+
+    fd: int
+
+    def changed(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """One store: how to open it, and the statements and watches that differ between backends."""
+
+    store: StoreURL
+    shared: bool  # several hosts may share the log: claims need leases and heartbeats
+    lease: LeaseSQL
+
+    def shown(self) -> str:
+        """The store as output may show it (never a password)."""
+        ...
+
+    def describe(self, error: BaseException) -> str:
+        """One line about a storage error, with any password removed."""
+        ...
+
+    def env(self) -> dict[str, str]:
+        """The eventsourcing library's environment for this store."""
+        ...
+
+    def open(self, construct: Callable[[dict[str, str]], T], reading: bool) -> T:
+        """`construct(env)`, creating what is missing unless `reading` (then a store with no log is refused)."""
+        ...
+
+    def has_log(self) -> bool:
+        """Whether the store holds a log (True when it cannot tell: opening it then says why)."""
+        ...
+
+    def table(self, name: str) -> str:
+        """A table of ours beside the log, as statements name it."""
+        ...
+
+    def create_table(self, datastore: Any, ddl: str) -> None:
+        """Run a CREATE TABLE IF NOT EXISTS (or ALTER TABLE ... ADD COLUMN), safe beside another doing so."""
+        ...
+
+    def table_exists(self, datastore: Any, name: str) -> bool: ...
+
+    def columns(self, datastore: Any, name: str) -> set[str]: ...
+
+    def add_column(self, datastore: Any, name: str, column: str, kind: str) -> None:
+        """Add a column, unless a process beside us just did."""
+        ...
+
+    def watched_files(self, recorder: Any) -> list[Path]:
+        """The files whose writes are changes to the log (none for a server's log)."""
+        ...
+
+    def listener(self, recorder: Any) -> Listener | None:
+        """A listener told of every append to the log; None where there is none to be had."""
+        ...
+
+    def read_rows(self, recorder: Any, after: int, limit: int, ids: dict[str, str]) -> Sequence[Row]:
+        """Up to `limit` events after position `after`, as Rows (`ids` memoises the dashed ids)."""
+        ...
+
+    def rebuild_log(self, recorder: Any) -> Log:
+        """Where a rebuild may read the log with connections of its own (None: through the recorder)."""
+        ...
+
+    def glance(self, after: int, topic: str, wait: float) -> list[bytes]:
+        """The stored states of `topic`'s events after position `after`, read as cheaply as can be (for
+        shell completion): nothing is created, no lock is waited for past `wait`; none from a server."""
+        ...
+
+    def relax_durability(self, app: Any) -> None:
+        """Make `app`'s own commits cheaper where a lost last commit only repeats a notification."""
+        ...
+
+    def undo_of_opening(self) -> Callable[[], None]:
+        """Looked at before a log is opened to be filled (log import): a function that removes what the
+        opening then made (the log's file, or the schema and its objects), for an import refused halfway.
+        Call it with the store closed; it never raises."""
+        ...
+
+
+def first(row: Any) -> Any:
+    """The first column of a row, whether the driver gives tuples or dicts."""
+    if row is None:
+        return None
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def dashed(hex_id: str) -> str:
+    """The library stores UUIDs as 32 hex digits; projections use the usual dashed form."""
+    h = hex_id.replace("-", "")
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -1,0 +1,257 @@
+"""The PostgreSQL backend: the log in a schema of a server that several hosts share."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rollouts.adapters.backend import APP_NAME, CACHE, LeaseSQL, Row, StoreUnavailable, first
+from rollouts.adapters.store_url import PostgresURL
+from rollouts.projections.source import PostgresLog
+
+if TYPE_CHECKING:
+    from rollouts.projections.source import Log
+
+T = TypeVar("T")
+SCHEMA_LOCK = 7262011  # advisory lock: opens that create the schema and the log's tables
+TABLES_LOCK = 7262012  # advisory lock: our tables beside the log are created under it
+LIBPQ_KEY = "POSTGRES_LIBPQ"  # the environment key that carries the URL's libpq parameters to the pool
+
+
+class PostgresBackend:
+    """The log in `url`'s schema, through eventsourcing's postgres module."""
+
+    shared = True  # several hosts' controllers claim through it
+    lease = LeaseSQL(now="extract(epoch from clock_timestamp())", mark="%s", greatest="greatest")
+
+    def __init__(self, url: PostgresURL) -> None:
+        self.store = self.url = url
+        self.schema = url.schema or "public"
+        self._selects: dict[str, str] = {}
+
+    def shown(self) -> str:
+        return self.url.redacted()
+
+    def describe(self, error: BaseException) -> str:
+        text = " ".join(str(error).split()) or type(error).__name__
+        if self.url.password:
+            text = text.replace(self.url.password, "***")
+        return f"cannot use {self.url.redacted()}: {text}"
+
+    def env(self) -> dict[str, str]:
+        from psycopg.conninfo import make_conninfo
+
+        url = self.url
+        # An empty POSTGRES_PASSWORD would reach libpq as password='', which hides PGPASSWORD from it.
+        password = (
+            {"POSTGRES_PASSWORD": url.password}
+            if url.password
+            else {"POSTGRES_GET_PASSWORD_TOPIC": "rollouts.adapters.backend_postgres_factory:libpq_password"}
+        )
+        return {
+            **CACHE,
+            "PERSISTENCE_MODULE": "rollouts.adapters.backend_postgres_factory:LibpqFactory",
+            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.recorder_postgres:ChainedPostgresRecorder",
+            "POSTGRES_DBNAME": url.dbname,
+            "POSTGRES_HOST": url.host,
+            "POSTGRES_PORT": str(url.port),
+            "POSTGRES_USER": url.user,
+            **password,
+            "POSTGRES_SCHEMA": url.schema,
+            "POSTGRES_CONNECT_TIMEOUT": "5",
+            # No pre-ping: it cost a round trip per pooled checkout (a quarter of a controller pass's).
+            # A connection the server dropped fails its statement instead; the library's reads and
+            # writes retry OperationalError on a new one, the pool discards the broken one, and the
+            # controller retries a pass that failed.
+            "POSTGRES_LOCK_TIMEOUT": "10",
+            LIBPQ_KEY: make_conninfo("", **dict(url.libpq)),
+        }
+
+    def connect(self) -> Any:
+        """A connection of our own, with the URL's libpq parameters, in autocommit."""
+        import psycopg
+
+        return psycopg.connect(**self.url.conninfo(), autocommit=True)
+
+    def open(self, construct: Callable[[dict[str, str]], T], reading: bool) -> T:
+        try:
+            if reading:  # no DDL: a misspelt schema must not become a new, empty log that reads as "No configs."
+                if not self._log_exists():
+                    raise StoreUnavailable(
+                        f"{self.url.redacted()} holds no log (no table {self.schema}.{APP_NAME}_events): a read"
+                        " creates none; a write (config create, log import) makes it"
+                    )
+                return construct({**self.env(), "CREATE_TABLE": "no"})
+            return self._create_and(lambda: construct(self.env()))
+        except StoreUnavailable:
+            raise
+        except Exception as error:  # noqa: BLE001 - any driver error means "cannot use the store"
+            raise StoreUnavailable(self.describe(error)) from None
+
+    def _create_and(self, construct: Callable[[], T]) -> T:
+        """Create the schema and tables under an advisory lock (concurrent opens collide)."""
+        with self.connect() as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+            try:
+                # Only when missing: CREATE SCHEMA IF NOT EXISTS needs the database's CREATE privilege even then.
+                if self.url.schema:
+                    found = conn.execute("SELECT to_regnamespace(%s)", (f'"{self.url.schema}"',)).fetchone()
+                    if found is not None and found[0] is None:
+                        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.url.schema}"')
+                return construct()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+    def has_log(self) -> bool:
+        try:
+            return self._log_exists()
+        except Exception:  # noqa: BLE001 - unreachable, refused: the open that follows reports it
+            return True
+
+    def _log_exists(self) -> bool:
+        """Whether the log's table is there (then a read needs no DDL, and no lock)."""
+        with self.connect() as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".{APP_NAME}_events',)).fetchone()
+        return found is not None and found[0] is not None
+
+    # Tables beside the log (leases)
+
+    def table(self, name: str) -> str:
+        return f'"{self.schema}".{name}'
+
+    def create_table(self, datastore: Any, ddl: str) -> None:
+        """Two CREATE TABLE IF NOT EXISTS at once collide (a unique violation on pg_type: controllers
+        starting together on a new store), so they run under an advisory lock."""
+        with datastore.transaction(commit=True) as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (TABLES_LOCK,))
+            cursor.execute(ddl)
+
+    def table_exists(self, datastore: Any, name: str) -> bool:
+        with datastore.transaction(commit=False) as cursor:
+            cursor.execute("SELECT to_regclass(%s) AS found", (self.table(name),))
+            return first(cursor.fetchone()) is not None
+
+    def columns(self, datastore: Any, name: str) -> set[str]:
+        with datastore.transaction(commit=False) as cursor:  # (an ALTER asks for the table's owner)
+            cursor.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+                (self.schema, name),
+            )
+            return {first(row) for row in cursor.fetchall()}
+
+    def add_column(self, datastore: Any, name: str, column: str, kind: str) -> None:
+        # (under create_table's lock, as a controller starting beside us may add it too)
+        self.create_table(datastore, f"ALTER TABLE {self.table(name)} ADD COLUMN IF NOT EXISTS {column} {kind}")
+
+    # Watching and reading the log
+
+    def watched_files(self, recorder: Any) -> list[Path]:
+        return []
+
+    def listener(self, recorder: Any) -> _Listener | None:
+        """LISTEN on the channel the library NOTIFYs in every insert of events; None when it cannot be had."""
+        import psycopg
+        from psycopg.sql import SQL, Identifier
+
+        try:
+            conn = self.connect()
+        except psycopg.Error:
+            return None
+        try:
+            conn.execute(SQL("LISTEN {0}").format(Identifier(recorder.channel_name)))
+        except psycopg.Error:
+            conn.close()
+            return None
+        return _Listener(conn)
+
+    def read_rows(self, recorder: Any, after: int, limit: int, ids: dict[str, str]) -> Sequence[Row]:
+        """The same rows select_notifications gives, as tuples, the ids as text (no UUID objects)."""
+        from psycopg.rows import tuple_row
+
+        select = self._select(recorder.events_table_name)
+        # Binary: the stored bytes as they are (as text, each would come as hex digits to decode)
+        with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row, binary=True) as curs:
+            curs.execute(select, (after, limit), prepare=True)
+            rows = curs.fetchall()
+        new = tuple.__new__
+        return [new(Row, (n, o, v, t, s if isinstance(s, bytes) else bytes(s))) for n, o, v, t, s in rows]
+
+    def _select(self, table: str) -> str:
+        """Rendered once: psycopg renders a composed statement at every execute."""
+        if table not in self._selects:
+            from psycopg.sql import SQL, Identifier
+
+            self._selects[table] = (
+                SQL(
+                    "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}.{1}"
+                    " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+                )
+                .format(Identifier(self.schema), Identifier(table))
+                .as_string(None)
+            )
+        return self._selects[table]
+
+    def rebuild_log(self, recorder: Any) -> Log:
+        """Where the log is, for a rebuild to read it with connections of its own."""
+        from psycopg.conninfo import make_conninfo
+
+        settings = {k: v for k, v in self.url.conninfo().items() if v is not None}
+        return PostgresLog(make_conninfo("", **settings), self.schema, recorder.events_table_name)
+
+    def glance(self, after: int, topic: str, wait: float) -> list[bytes]:
+        return []  # a Tab makes no connection to a server
+
+    def relax_durability(self, app: Any) -> None:
+        return None  # the server's commits are its own business
+
+    def undo_of_opening(self) -> Callable[[], None]:
+        schema = self.url.schema or "public"
+        with self.connect() as conn:
+            exists = conn.execute("SELECT to_regnamespace(%s)", (f'"{schema}"',)).fetchone()[0] is not None
+            before = {kind: {r[0] for r in conn.execute(sql, (schema,))} for kind, sql in _OBJECTS} if exists else {}
+
+        def undo() -> None:
+            with contextlib.suppress(Exception), self.connect() as conn:  # noqa: BLE001 - the import's error counts
+                if not exists:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                    return
+                for kind, sql in _OBJECTS:
+                    for name in {r[0] for r in conn.execute(sql, (schema,))} - before.get(kind, set()):
+                        with contextlib.suppress(Exception):  # noqa: BLE001 - dropped already, by a CASCADE
+                            conn.execute(f"DROP {kind} IF EXISTS {name} CASCADE")
+
+        return undo
+
+
+class _Listener:
+    """NOTIFYs on a PostgreSQL log's channel."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.fd: int = conn.fileno()
+
+    def changed(self) -> bool:
+        """Whether a notification came since the last call."""
+        pgconn = self._conn.pgconn
+        pgconn.consume_input()
+        hit = False
+        while pgconn.notifies() is not None:
+            hit = True
+        return hit
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # noqa: BLE001 - closing a dead connection may fail any way
+            self._conn.close()
+
+
+_OBJECTS = (  # what a schema holds of ours, to drop what an import made: (kind, query of its names)
+    ("FUNCTION", "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = to_regnamespace(%s)"),
+    ("TABLE", "SELECT format('%%I.%%I', schemaname, tablename) FROM pg_tables WHERE schemaname = %s"),
+    (
+        "TYPE",
+        "SELECT t.oid::regtype::text FROM pg_type t JOIN pg_class c ON c.oid = t.typrelid"
+        " WHERE c.relkind = 'c' AND t.typnamespace = to_regnamespace(%s)",
+    ),
+)

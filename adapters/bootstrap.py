@@ -1,0 +1,72 @@
+"""The composition root: a home and a store become the backend and the application on it.
+
+Every entry point (the CLI, the controller and its notifier, serve, the benchmarks, the tests)
+asks `bootstrap(home, store)` for what it needs; nothing else wires the application.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rollouts.adapters.backend import APP_NAME, Backend
+from rollouts.adapters.backend_postgres import PostgresBackend
+from rollouts.adapters.backend_sqlite import SQLiteBackend
+from rollouts.adapters.home import Home
+from rollouts.adapters.store_url import PostgresURL, StoreURL, parse_store
+
+if TYPE_CHECKING:
+    from rollouts.adapters.application import RolloutsApp
+
+
+class Services:
+    """The home, its store's backend, and the log opened on it (each open is the caller's to close)."""
+
+    def __init__(self, home: Home, backend: Backend) -> None:
+        self.home = home
+        self.backend = backend
+
+    def open_app(self, **env: str) -> RolloutsApp:
+        """The application on the store, creating what is missing (`env`: the library's settings to change)."""
+
+        self.home.ensure()
+        from rollouts.adapters.application import RolloutsApp  # start-up cost: read commands never load the app
+
+        app = self.backend.open(lambda base: RolloutsApp(env={**base, **env}), reading=False)
+        app.recorder.backend = self.backend
+        return app
+
+    def open_recorder(self) -> Any:
+        """Only the log's recorder, for reads: no aggregates, no application to import. On a PostgreSQL
+        store it attempts no DDL, so a role that may only SELECT can read; a store with no log is refused."""
+        from eventsourcing.persistence import InfrastructureFactory
+        from eventsourcing.utils import Environment
+
+        def construct(env: dict[str, str]) -> Any:
+            return InfrastructureFactory.construct(Environment(APP_NAME, {**os.environ, **env})).application_recorder()
+
+        self.home.ensure()
+        recorder = self.backend.open(construct, reading=True)
+        recorder.backend = self.backend
+        return recorder
+
+
+def backend_for(home: Home, store: StoreURL) -> Backend:
+    """The backend of `store` (the SQLite one keeps its log in `home`)."""
+    if isinstance(store, PostgresURL):
+        return PostgresBackend(store)
+
+    return SQLiteBackend(home)
+
+
+def bootstrap(home: Home | str | Path, store: StoreURL | str | None = None) -> Services:
+    """What an entry point needs for `home` and `store` (a URL is parsed here: BadStoreURL, exit 2)."""
+    home = home if isinstance(home, Home) else Home(home)
+    store = parse_store(store) if store is None or isinstance(store, str) else store
+    return Services(home, backend_for(home, store))
+
+
+def open_app(home: Home | str | Path, store: StoreURL | str | None = None) -> RolloutsApp:
+    """`bootstrap(home, store).open_app()`, for a caller that needs only the application."""
+    return bootstrap(home, store).open_app()

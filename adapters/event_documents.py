@@ -1,0 +1,36 @@
+"""The documents of the event log that `events -o json` prints and serve's /api/events answers (the same
+functions make both). Apart from adapters/documents.py: the audit view's queries and the domain's event
+types they need load only for the commands that list events, not for every command that prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlite_utils
+
+from rollouts.adapters.store_url import shown
+from rollouts.domain.event_types import event_types
+from rollouts.projections import audit_queries
+
+Row = dict[str, Any]
+
+
+def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[Row]:
+    """`events`: the events `only` lets through, in log order (NotFound: no such config). A sink's URL
+    is shown with its password as *** (the log keeps it whole: the notifier needs it)."""
+
+    rows = audit_queries.events(db, only)
+    for row in rows:
+        url = row["data"].get("url")
+        if isinstance(url, str):
+            row["data"]["url"] = shown(url)
+    return rows
+
+
+def type_problem(db: sqlite_utils.Database, type_: str) -> str | None:
+    """Why `type_` names no event type (the domain records none such, nor does the log hold one), if so."""
+
+    known = event_types()
+    if type_ in known or audit_queries.has_type(db, type_):
+        return None
+    return f"{type_!r} is not an event type (known: {', '.join(sorted(known))})"

@@ -1,0 +1,194 @@
+"""What the log shows of I9 and I10 (DESIGN 7.6): a pure check over deployment and config events, in log order.
+
+I9: a deployment is Complete only if each of its steps' deployers exited 0, in order, and each step's
+verification passed (its measurements, counted here from their outcomes, within the limits of the
+deployment's frozen spec), or a human promoted past it; no step starts before the step before it passed.
+I10: every failure that calls for an automatic rollback (as domain.rollout.rollback_due decides it, folded
+here from the log itself) is followed by exactly one rollback to the last Complete revision before it,
+and no other rollback is triggered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rollouts.domain import phases
+from rollouts.domain.audit import Violation
+from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
+from rollouts.domain.sequence import FAILED, INCONCLUSIVE_OUTCOME, PASSED
+from rollouts.domain.step import DEPLOYER
+
+# The config events this audit reads besides every deployment event.
+CONFIG_TYPES = ("Registered", "SpecChanged", "RolloutTriggered", "RollbackTriggered")
+StepEvent = tuple[int, str, str, int | None, dict[str, Any]]  # position, type, config, version (None: config), data
+_STARTS = ("DeployerCreated", "DeployerStarted")
+
+
+@dataclass
+class _Attempt:
+    """What one attempt of a deployment has done so far."""
+
+    spec: dict[str, Any]
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # names the log introduced -> step data
+    succeeded: set[int] = field(default_factory=set)  # step indexes whose deployer exited 0
+    tallies: dict[int, dict[str, int]] = field(default_factory=dict)
+    promoted: set[int] = field(default_factory=set)  # steps a human promoted past
+    full: int | None = None  # the step a `promote --full` left from
+
+    def verified(self, index: int) -> bool:
+        """Whether step `index` passed its verification, or needed none, or a human promoted past it."""
+        if not self.spec.get("verify") or index in self.promoted or (self.full is not None and index > self.full):
+            return True
+        tally = self.tallies.get(index, {})
+        done = sum(tally.values())
+        return (
+            done >= int(self.spec.get("verify_count", 3))
+            and tally.get(FAILED, 0) <= int(self.spec.get("failure_limit", 0))
+            and tally.get(INCONCLUSIVE_OUTCOME, 0) <= int(self.spec.get("inconclusive_limit", 0))
+        )
+
+    def passed(self, index: int) -> bool:
+        skipped = self.full is not None and self.full < index < self.count
+        return (index in self.succeeded or skipped) and self.verified(index)
+
+    @property
+    def count(self) -> int:
+        return len(self.spec.get("steps") or [100])
+
+
+@dataclass
+class _Config:
+    auto_rollback: bool = False
+    latest: int = 0
+    last_complete: int | None = None
+    due: dict[int, int] = field(default_factory=dict)  # failed revision -> the revision its rollback restores
+    rolled_back: set[int] = field(default_factory=set)
+
+
+class StepAuditor:
+    """Feed events in log order; `violations` lists every break of I9 or I10 seen. `finish()` when done."""
+
+    def __init__(self) -> None:
+        self.phase: dict[tuple[str, int], str] = {}
+        self.attempts: dict[tuple[str, int], _Attempt] = {}
+        self.causes: dict[tuple[str, int], str] = {}
+        self.reasons: dict[tuple[str, int], str | None] = {}
+        self.configs: dict[str, _Config] = {}
+        self.violations: list[Violation] = []
+        self.last_position = 0
+
+    def feed(self, position: int, type_: str, config: str, version: int | None, data: dict[str, Any]) -> None:
+        self.last_position = position
+        if version is None:
+            self._config(position, type_, config, data)
+            return
+        key = (config, version)
+        if type_ == "Created":
+            self.attempts[key] = _Attempt(spec=dict(data.get("spec") or {}))
+            self.causes[key] = data.get("cause") or ""
+        elif type_ == "RetryRequested" and key in self.attempts:
+            self.attempts[key] = _Attempt(spec=self.attempts[key].spec)
+        attempt = self.attempts.get(key)
+        if attempt is None:
+            return
+        self._steps(position, key, attempt, type_, data)
+        before = self.phase.get(key)
+        after = phases.phase_after(before, type_, data)
+        self.phase[key] = after
+        if after != before and after == phases.COMPLETE:
+            self._completed(position, key, attempt)
+        elif after != before and after == phases.FAILED:
+            self.reasons[key] = data.get("reason") if type_ not in ("Cancelled", "CancelRequested") else CANCELLED
+            self._failed(position, key)
+
+    def finish(self) -> StepAuditor:
+        """A failure whose rollback never followed (the same save triggers it: none may be left due)."""
+        for name, c in self.configs.items():
+            for failed, to in sorted(c.due.items()):
+                self._flag(
+                    self.last_position,
+                    (name, failed),
+                    "I10",
+                    f"failed, and its rollback to revision {to} never followed",
+                )
+        return self
+
+    # -- I9 -----------------------------------------------------------------
+
+    def _steps(self, position: int, key: tuple[str, int], a: _Attempt, type_: str, data: dict[str, Any]) -> None:
+        introduced = data.get("step") if type_ == "DeployerClaimed" else data.get("next")
+        if introduced:
+            a.steps[introduced["name"]] = introduced
+        step = a.steps.get(data.get("name") or "", {})
+        index = int(step.get("index", 1))
+        if type_ in _STARTS and step.get("kind") == DEPLOYER and index > 1 and not a.passed(index - 1):
+            self._flag(position, key, "I9", f"step {index} started before step {index - 1} passed")
+        elif type_ == "DeployerSucceeded":
+            a.succeeded.add(index)
+        elif type_ == "MeasurementRecorded":
+            tally = a.tallies.setdefault(int(data.get("step", 1)), {})
+            outcome = data.get("outcome", INCONCLUSIVE_OUTCOME)
+            tally[outcome] = tally.get(outcome, 0) + 1
+        elif type_ == "Promoted":
+            a.promoted.add(int(data.get("step", 1)))
+            if data.get("full"):
+                a.full = int(data.get("step", 1))
+
+    def _completed(self, position: int, key: tuple[str, int], a: _Attempt) -> None:
+        missing = [k for k in range(1, a.count + 1) if not a.passed(k)]
+        if missing:
+            k = missing[0]
+            what = "its deployer did not exit 0" if k not in a.succeeded else "its verification did not pass"
+            self._flag(position, key, "I9", f"Complete, but step {k} of {a.count} never passed: {what}")
+            return
+        c = self._of(key[0])
+        c.last_complete = key[1]
+
+    # -- I10 ----------------------------------------------------------------
+
+    def _config(self, position: int, type_: str, name: str, data: dict[str, Any]) -> None:
+        c = self._of(name)
+        if type_ in ("Registered", "SpecChanged"):
+            c.auto_rollback = bool((data.get("spec") or {}).get("auto_rollback"))
+        elif type_ == "RolloutTriggered":
+            c.latest = int(data.get("revision", c.latest))
+        elif type_ == "RollbackTriggered":
+            failed, to = int(data["failed"]), int(data["to"])
+            if failed in c.rolled_back:
+                self._flag(position, (name, failed), "I10", "rolled back a second time")
+            elif failed not in c.due:
+                self._flag(position, (name, failed), "I10", "rolled back, but its failure called for no rollback")
+            elif c.due[failed] != to:
+                self._flag(position, (name, failed), "I10", f"rolled back to {to}, not to {c.due[failed]}")
+            c.due.pop(failed, None)
+            c.rolled_back.add(failed)
+
+    def _failed(self, position: int, key: tuple[str, int]) -> None:
+        c = self._of(key[0])
+        reason = self.reasons.get(key) or ""
+        if key[1] != c.latest or reason == CANCELLED or FOREIGN in reason:
+            return
+        if self.causes.get(key, "").startswith(AUTO_ROLLBACK) or key[1] in c.rolled_back:
+            return
+        if not (c.auto_rollback or reason.startswith(ABORTED)):
+            return
+        if c.last_complete is not None and c.last_complete < key[1]:
+            c.due[key[1]] = c.last_complete
+
+    def _of(self, name: str) -> _Config:
+        return self.configs.setdefault(name, _Config())
+
+    def _flag(self, position: int, key: tuple[str, int], rule: str, message: str) -> None:
+        self.violations.append(Violation(position, key[0], key[1], rule, message))
+
+
+def audit_steps(events: Iterable[StepEvent]) -> StepAuditor:
+    auditor = StepAuditor()
+    for event in events:
+        auditor.feed(*event)
+    return auditor.finish()
+
+
+__all__ = ["PASSED", "StepAuditor", "audit_steps"]

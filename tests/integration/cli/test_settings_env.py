@@ -1,0 +1,44 @@
+"""Settings read from the environment (ROLLOUTS_*) are checked as options are: a bad value is a usage
+error (exit 2) on one line naming the variable, before anything is opened or created (DESIGN 7)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Rollouts
+
+from rollouts.adapters.settings import SETTINGS
+
+NUMBERS = ["ROLLOUTS_LEASE_SECONDS", "ROLLOUTS_NOTIFY_LEASE_SECONDS", "ROLLOUTS_NOTIFY_TIMEOUT"]
+BAD = {name: ["abc", "-5", "0", "1e3", "٣"] for name in NUMBERS} | {"ROLLOUTS_FREEZE_PROJECTIONS": ["yes", "2"]}
+
+
+def test_every_setting_read_from_the_environment_is_checked_here() -> None:
+    assert set(BAD) == set(SETTINGS)
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_setting_is_a_usage_error_naming_it_from_the_real_command(rollouts: Rollouts, name: str) -> None:
+    """As a subprocess, the command a user runs: exit 2, one `error:` line, no home made, no traceback."""
+    result = rollouts.sh("config", "list", env={name: BAD[name][0]})
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert name in result.stderr
+    assert not rollouts.home.exists()
+
+
+@pytest.mark.parametrize(("name", "value"), [(name, value) for name, values in BAD.items() for value in values[1:]])
+def test_each_bad_value_is_refused(rollouts: Rollouts, monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    result = rollouts.run("config", "create", "web", "--", "true")
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith(f"error: {name}=") and name in result.stderr
+    assert not rollouts.home.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("ROLLOUTS_LEASE_SECONDS", "0.5"), ("ROLLOUTS_NOTIFY_TIMEOUT", "12"), ("ROLLOUTS_FREEZE_PROJECTIONS", "0")],
+)
+def test_a_good_setting_is_taken(rollouts: Rollouts, monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    assert rollouts.run("config", "create", "web", "--", "true").exit_code == 0

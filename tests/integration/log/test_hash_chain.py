@@ -1,0 +1,234 @@
+"""I8: the hash chain reports any change to written events, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.conftest import POSTGRES, Rollouts
+
+pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
+
+
+class Log:
+    """Direct access to a store's tables, as an attacker with the file or the database would have."""
+
+    def __init__(self, rollouts: Rollouts) -> None:
+        self.rollouts = rollouts
+        self.store = rollouts.store
+
+    def execute(self, sql_sqlite: str, sql_pg: str, *params: Any) -> None:
+        if self.store is None:
+            with sqlite3.connect(self.rollouts.home / "events.db") as conn:
+                conn.execute(sql_sqlite, params)
+            return
+        import psycopg
+
+        schema = self.store.split("schema=")[1]
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            conn.execute(sql_pg.replace("?", "%s"), params)
+
+    def edit(self, position: int) -> None:
+        self.execute(
+            "UPDATE stored_events SET state = CAST(REPLACE(CAST(state AS TEXT), 'tester@test', 'mallory@evl')"
+            " AS BLOB) WHERE rowid = ?",
+            "UPDATE rollouts_events SET state = convert_to(replace(convert_from(state, 'UTF8'), 'tester@test',"
+            " 'mallory@evl'), 'UTF8') WHERE notification_id = ?",
+            position,
+        )
+
+    def delete(self, position: int) -> None:
+        self.execute(
+            "DELETE FROM stored_events WHERE rowid = ?",
+            "DELETE FROM rollouts_events WHERE notification_id = ?",
+            position,
+        )
+
+    def swap(self, position: int) -> None:
+        for old, new in ((position, -1), (position + 1, position), (-1, position + 1)):
+            self.execute(
+                "UPDATE stored_events SET rowid = ? WHERE rowid = ?",
+                "UPDATE rollouts_events SET notification_id = ? WHERE notification_id = ?",
+                new,
+                old,
+            )
+
+    def insert_copy(self, position: int) -> None:
+        self.execute(
+            "INSERT INTO stored_events (originator_id, originator_version, topic, state) SELECT originator_id,"
+            " originator_version + 1000, topic, state FROM stored_events WHERE rowid = ?",
+            "INSERT INTO rollouts_events (originator_id, originator_version, topic, state) SELECT originator_id,"
+            " originator_version + 1000, topic, state FROM rollouts_events WHERE notification_id = ?",
+            position,
+        )
+
+    def truncate_after(self, position: int) -> None:
+        self.execute(
+            "DELETE FROM stored_events WHERE rowid > ?",
+            "DELETE FROM rollouts_events WHERE notification_id > ?",
+            position,
+        )
+        self.execute(
+            "DELETE FROM rollouts_chain WHERE position > ?", "DELETE FROM rollouts_chain WHERE position > ?", position
+        )
+
+
+def history(rollouts: Rollouts) -> dict[str, Any]:
+    """A few rollouts, run by a real controller: seventeen events."""
+    assert rollouts.sh("config", "create", "web", "--", "true").exit_code == 0
+    for _ in range(2):
+        assert rollouts.sh("rollout", "latest", "web").exit_code == 0
+        assert rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    verdict = verify(rollouts)
+    assert verdict["ok"] and verdict["events"] >= 15 and verdict["unchained"] == 0
+    return verdict
+
+
+def verify(rollouts: Rollouts, *extra: str, code: int = 0) -> dict[str, Any]:
+    result = rollouts.sh("log", "verify", "-o", "json", *extra)
+    assert result.exit_code == code, result.stderr
+    return json.loads(result.stdout)
+
+
+def broken_at(rollouts: Rollouts) -> list[int]:
+    verdict = verify(rollouts, code=1)
+    assert not verdict["ok"]
+    audit = rollouts.sh("audit", "-o", "json")
+    assert audit.exit_code == 1, audit.stderr
+    chain = [v["position"] for v in json.loads(audit.stdout)["violations"] if v["rule"] == "I8"]
+    positions = [v["position"] for v in verdict["violations"]]
+    assert chain == positions
+    return positions
+
+
+def test_an_untouched_log_verifies_and_prints_the_head_to_keep(rollouts_on: Rollouts) -> None:
+    verdict = history(rollouts_on)
+    text = rollouts_on.sh("log", "verify")
+    assert text.exit_code == 0
+    assert text.stdout.strip() == (
+        f"ok: {verdict['events']} events, head {verdict['head']} {verdict['head_hash']}, log {verdict['log_id']}"
+    )
+    assert len(verdict["log_id"]) == 32
+    assert verify(rollouts_on, "--expect-head", f"{verdict['head']}:{verdict['head_hash']}")["ok"]
+
+
+def test_an_edited_event_is_reported_at_its_position(rollouts_on: Rollouts) -> None:
+    history(rollouts_on)
+    Log(rollouts_on).edit(5)
+    assert broken_at(rollouts_on) == [5]
+    text = rollouts_on.sh("audit")
+    assert text.exit_code == 1 and text.stdout.startswith("VIOLATION I8 at position 5: hash mismatch")
+
+
+def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
+    history(rollouts_on)
+    Log(rollouts_on).delete(7)
+    assert broken_at(rollouts_on) == [7]  # its hash is kept, with no event
+
+
+def test_reordered_events_are_reported(rollouts_on: Rollouts) -> None:
+    history(rollouts_on)
+    Log(rollouts_on).swap(10)
+    assert broken_at(rollouts_on)[0] == 10
+
+
+def test_an_inserted_event_is_reported(rollouts_on: Rollouts) -> None:
+    verdict = history(rollouts_on)
+    Log(rollouts_on).insert_copy(3)
+    assert broken_at(rollouts_on) == [verdict["head"] + 1]
+
+
+def test_a_truncated_tail_is_caught_by_the_home_and_by_the_kept_head(rollouts_on: Rollouts) -> None:
+    verdict = history(rollouts_on)
+    kept = f"{verdict['head']}:{verdict['head_hash']}"
+    Log(rollouts_on).truncate_after(verdict["head"] - 4)
+    found = verify(rollouts_on, code=1)  # the home has seen the head that is gone
+    assert [v["position"] for v in found["violations"]] == [verdict["head"]]
+    assert f"now ends at position {verdict['head'] - 4}" in found["violations"][0]["problem"]
+    (rollouts_on.home / "runtime" / "binding.json").unlink()  # elsewhere: a shorter chain is still a chain
+    assert verify(rollouts_on)["ok"]
+    found = verify(rollouts_on, "--expect-head", kept, code=1)
+    assert [v["position"] for v in found["violations"]] == [verdict["head"]]
+    assert "is gone" in found["violations"][0]["problem"]
+
+
+def test_a_kept_head_whose_hash_changed_fails(rollouts_on: Rollouts) -> None:
+    verdict = history(rollouts_on)
+    other = "0" * 64
+    found = verify(rollouts_on, "--expect-head", f"{verdict['head']}:{other}", code=1)
+    assert "another hash" in found["violations"][0]["problem"]
+
+
+def test_a_log_without_its_chain_is_broken_even_where_no_home_has_seen_it(rollouts: Rollouts) -> None:
+    """Removing the chain does not switch tamper evidence off: events without their hashes are a break."""
+    history(rollouts)
+    db = rollouts.home / "events.db"
+    with sqlite3.connect(db) as conn:  # the chain and the log's id gone, as if it never had them
+        conn.execute("DROP TABLE rollouts_chain")
+        conn.execute("DROP TABLE rollouts_log")
+        legacy = conn.execute("SELECT count(*) FROM stored_events").fetchone()[0]
+    (rollouts.home / "runtime" / "binding.json").unlink()  # and no home that saw it
+    found = verify(rollouts, code=1)
+    assert found["unchained"] == legacy and [v["position"] for v in found["violations"]] == [1]
+    assert f"events 1..{legacy} ({legacy}) have no chain record" in found["violations"][0]["problem"]
+    assert rollouts.sh("rollout", "latest", "web").exit_code == 0  # a write chains on from the fold over them
+    found = verify(rollouts, code=1)
+    assert found["events"] > legacy and [v["position"] for v in found["violations"]] == [1]
+    audited = rollouts.sh("audit", "-o", "json")
+    assert audited.exit_code == 1
+    assert [(v["rule"], v["position"]) for v in json.loads(audited.stdout)["violations"]] == [("I8", 1)]
+
+
+WRITER = """
+import sys
+from rollouts.adapters.application import new_meta
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.home import Home
+app = open_app(Home(sys.argv[1]), sys.argv[2] or None)
+for _ in range(int(sys.argv[3])):
+    app.latest("web", None, True, new_meta("writer"))
+"""
+
+
+def test_several_writers_at_once_keep_one_chain(rollouts_on: Rollouts) -> None:
+    assert rollouts_on.sh("config", "create", "web", "--", "true").exit_code == 0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(rollouts_on.home), rollouts_on.store or "", "15"],
+            env=rollouts_on.env,
+            cwd=rollouts_on.cwd,
+        )
+        for _ in range(4)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    verdict = verify(rollouts_on)
+    assert verdict["ok"] and verdict["unchained"] == 0
+    assert verdict["events"] == rollouts_on.event_count()
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_a_log_walked_in_parallel_parts_gives_the_verdict_of_one_walk(rollouts: Rollouts, parts: int) -> None:
+    from rollouts.adapters.bootstrap import bootstrap
+    from rollouts.adapters.chain import verify
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.verify import verify_log
+
+    history(rollouts)
+    recorder = bootstrap(Home(rollouts.home)).open_recorder()
+    try:
+        whole = verify(recorder.chained_rows(), keep=9)
+        assert recorder.parts(parts, smallest=0) is not None
+        assert verify_log(recorder, keep=9, workers=parts, smallest=0) == whole and whole.ok
+        for tamper in (lambda log: log.edit(4), lambda log: log.delete(11), lambda log: log.swap(14)):
+            tamper(Log(rollouts))
+            whole = verify(recorder.chained_rows(), keep=9)
+            assert not whole.ok
+            assert verify_log(recorder, keep=9, workers=parts, smallest=0).breaks == whole.breaks
+    finally:
+        recorder.datastore.close()

@@ -1,0 +1,232 @@
+"""A move is not a copy (DESIGN 7.3): a sealed log refuses writes and claims, an import is a new log, and a
+copy without its seal imports only as a fork whose open deployments fail; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Rollouts
+
+pytestmark = pytest.mark.slow  # real subprocesses, controllers and stores
+
+
+@pytest.fixture
+def target(rollouts_on: Rollouts, tmp_path: Path) -> Iterator[Rollouts]:
+    """An empty store of the source's backend, with a home of its own (a schema of its own on PostgreSQL)."""
+    other = Rollouts(tmp_path / "target-home", rollouts_on.cwd)
+    if rollouts_on.store:
+        other.store = rollouts_on.store + "_to"
+        other.env["ROLLOUTS_STORE"] = other.store
+    yield other
+    if other.store:
+        assert schema_exists(other.store) is not None  # (the drop below must reach the server)
+        import psycopg
+
+        from tests.conftest import POSTGRES
+
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other.store.rpartition("=")[2]}" CASCADE')
+
+
+def schema_exists(store: str) -> bool:
+    import psycopg
+
+    from tests.conftest import POSTGRES
+
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        found = conn.execute("SELECT to_regnamespace(%s)", (store.rpartition("=")[2],)).fetchone()
+        return found is not None and found[0] is not None
+
+
+def made_nothing(target: Rollouts) -> bool:
+    """Whether the target holds no log and no home: nothing made, not even a log id."""
+    if target.store and schema_exists(target.store):
+        return False
+    return not target.home.exists()
+
+
+def app_with(rollouts: Rollouts, marker: Path, command: str = "true") -> None:
+    argv = ["sh", "-c", f'echo "$ROLLOUT_DEPLOYER" >> {marker}; {command}']
+    assert rollouts.sh("config", "create", "app", "--", *argv).exit_code == 0
+
+
+def verified(rollouts: Rollouts) -> dict:
+    result = rollouts.sh("log", "verify", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def audited(rollouts: Rollouts) -> bool:
+    return bool(json.loads(rollouts.sh("audit", "-o", "json").stdout)["ok"])
+
+
+def latest_row(rollouts: Rollouts) -> dict:
+    return json.loads(rollouts.sh("rollout", "history", "app", "-o", "json").stdout)[-1]
+
+
+def test_a_copy_without_its_seal_cannot_run_a_deployer_twice(
+    rollouts_on: Rollouts, target: Rollouts, tmp_path: Path
+) -> None:
+    """The reproduction of issue 32: latest, export, import, then a controller on each log."""
+    marker = tmp_path / "ran"
+    app_with(rollouts_on, marker)
+    assert rollouts_on.sh("rollout", "latest", "app").exit_code == 0
+    backup = tmp_path / "log.jsonl"
+    backup.write_text(rollouts_on.sh("log", "export").stdout)
+
+    plain = target.sh("log", "import", str(backup))
+    assert plain.exit_code == 1 and plain.stderr.count("\n") == 1, plain
+    assert "--seal" in plain.stderr and "--fork" in plain.stderr
+    assert made_nothing(target)
+
+    forked = target.sh("log", "import", "--fork", str(backup))
+    assert forked.exit_code == 0, forked.stderr
+    row = latest_row(target)
+    assert row["phase"] == "Failed" and row["reason"].startswith("forked: log ")
+    assert target.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert rollouts_on.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert marker.read_text().split() == ["app-1-deploy-1"]  # once: by the source, which goes on
+    source, copy = verified(rollouts_on), verified(target)
+    assert copy["log_id"] != source["log_id"] and copy["origin"]["log_id"] == source["log_id"]
+    assert copy["origin"]["fork"] is True
+    assert audited(rollouts_on) and audited(target)
+
+
+def test_a_sealed_log_refuses_writes_and_claims_and_its_move_runs_the_deployer_once(
+    rollouts_on: Rollouts, target: Rollouts, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    app_with(rollouts_on, marker)
+    assert rollouts_on.sh("config", "create", "api", "--", "true").exit_code == 0
+    assert rollouts_on.sh("rollout", "latest", "app").exit_code == 0  # New: it moves with the log
+    sealed = rollouts_on.sh("log", "export", "--seal", "--reason", "to the new store")
+    assert sealed.exit_code == 0, sealed.stderr
+    lines = [json.loads(line) for line in sealed.stdout.splitlines()]
+    assert lines[-1]["type"] == "Sealed" and lines[-1]["data"]["reason"] == "to the new store"
+    count = rollouts_on.event_count()
+
+    old = rollouts_on.sh("controller", "run", "--once")
+    assert old.exit_code == 1 and "is sealed" in old.stderr, old
+    for refused in (
+        ("rollout", "latest", "api"),
+        ("config", "set", "api", "--env", "A=1"),
+        ("freeze", "api", "--reason", "x"),
+    ):
+        result = rollouts_on.sh(*refused)
+        assert result.exit_code == 1 and result.stderr.startswith("error: the log ") and "sealed" in result.stderr
+    again = rollouts_on.sh("log", "export", "--seal")
+    assert again.exit_code == 1 and "sealed" in again.stderr
+    assert rollouts_on.event_count() == count
+    assert rollouts_on.sh("rollout", "status", "app").exit_code == 0  # reads still work
+    assert not marker.exists()
+
+    (tmp_path / "log.jsonl").write_text(sealed.stdout)
+    moved = target.sh("log", "import", str(tmp_path / "log.jsonl"))
+    assert moved.exit_code == 0, moved.stderr
+    assert target.event_count() == len(lines) + 1  # exactly one event: the origin
+    assert target.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert rollouts_on.sh("controller", "run", "--once").exit_code == 1
+    assert marker.read_text().split() == ["app-1-deploy-1"]
+    assert latest_row(target)["phase"] == "Complete"
+    source, new = verified(rollouts_on), verified(target)
+    assert source["sealed"] == lines[-1]["position"] and new["sealed"] is None
+    assert new["origin"] == {
+        "log_id": source["log_id"],
+        "head": source["head"],
+        "head_hash": source["head_hash"],
+        "fork": False,
+    }
+    assert audited(rollouts_on) and audited(target)
+
+
+def test_a_seal_is_refused_while_a_deployment_runs_and_a_fork_fails_it(
+    rollouts_on: Rollouts, target: Rollouts, tmp_path: Path
+) -> None:
+    marker, go = tmp_path / "ran", tmp_path / "go"
+    app_with(rollouts_on, marker, f"while [ ! -e {go} ]; do sleep 0.1; done")
+    assert rollouts_on.sh("rollout", "latest", "app").exit_code == 0
+    controller = rollouts_on.popen("controller", "run", "--interval", "0.2", "-q")
+    try:
+        deadline = time.monotonic() + 30
+        while latest_row(rollouts_on)["phase"] != "Running":
+            assert time.monotonic() < deadline, "the deployment never ran"
+            time.sleep(0.2)
+        count = rollouts_on.event_count()
+        refused = rollouts_on.sh("log", "export", "--seal")
+        assert refused.exit_code == 1 and "Pending or Running" in refused.stderr and "app version 1" in refused.stderr
+        assert refused.stdout == "" and rollouts_on.event_count() == count
+        (tmp_path / "log.jsonl").write_text(rollouts_on.sh("log", "export").stdout)  # a backup, in flight
+        go.touch()
+    finally:
+        go.touch()
+        deadline = time.monotonic() + 30
+        while latest_row(rollouts_on)["phase"] == "Running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        controller.terminate()
+        controller.wait(30)
+    forked = target.sh("log", "import", "--fork", str(tmp_path / "log.jsonl"))
+    assert forked.exit_code == 0, forked.stderr
+    row = latest_row(target)
+    assert row["phase"] == "Failed" and "forked" in row["reason"]  # not Running for ever
+    assert target.sh("controller", "run", "--until-idle", "--timeout", "20", "-q").exit_code == 0
+    assert target.sh("rollout", "retry", "app").exit_code == 0  # the config is not blocked
+    assert audited(target) and audited(rollouts_on)
+
+
+@pytest.mark.parametrize("content", ["", "not json\n", "broken"])
+def test_a_failed_import_leaves_nothing(rollouts_on: Rollouts, target: Rollouts, tmp_path: Path, content: str) -> None:
+    source = tmp_path / "log.jsonl"
+    if content == "broken":  # a sealed export with one line changed
+        assert rollouts_on.sh("config", "create", "app", "--", "true").exit_code == 0
+        lines = rollouts_on.sh("log", "export", "--seal").stdout.splitlines()
+        changed = json.loads(lines[0])
+        changed["data"]["name"] = "other"
+        content = "\n".join([json.dumps(changed), *lines[1:]]) + "\n"
+    source.write_text(content)
+    result = target.sh("log", "import", str(source))
+    assert result.exit_code == 1 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result
+    assert made_nothing(target)
+
+
+def test_the_fence_holds_for_a_writer_that_opened_the_log_before_the_seal(tmp_path: Path, backend_store) -> None:
+    """The seal is checked in the transaction that appends: an application opened before it is refused too."""
+    from rollouts.adapters.application import new_meta
+    from rollouts.adapters.bootstrap import open_app
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.log_move import seal
+    from rollouts.adapters.recorders import LogSealed
+    from rollouts.domain.spec import Spec
+
+    early = open_app(Home(tmp_path / "a"), backend_store)
+    early.create_config("app", Spec(command=["true"]), new_meta("t"))
+    late = open_app(Home(tmp_path / "b") if backend_store else Home(tmp_path / "a"), backend_store)
+    seal(late, None, new_meta("t"))
+    head = early.recorder.max_notification_id()
+    with pytest.raises(LogSealed, match="sealed"):
+        early.latest("app", None, False, new_meta("t"))
+    assert early.recorder.max_notification_id() == head
+    early.close()
+    late.close()
+
+
+def test_a_controller_running_when_the_log_is_sealed_stops_naming_the_seal(
+    rollouts_on: Rollouts, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    app_with(rollouts_on, marker)
+    controller = rollouts_on.popen("controller", "run", "--interval", "0.2")
+    try:
+        time.sleep(1.5)  # (it runs, with nothing to do)
+        assert controller.poll() is None
+        assert rollouts_on.sh("log", "export", "--seal").exit_code == 0
+        assert controller.wait(30) == 1
+        assert "is sealed" in controller.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()

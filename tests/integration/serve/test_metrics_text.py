@@ -1,0 +1,103 @@
+"""/metrics as `rollouts serve` makes it, in pieces kept between scrapes (adapters/web/exposition.py), is
+byte for byte what prometheus_client's generate_latest gives for the whole registry (adapters/web/metrics.py),
+after any sequence of changes.
+
+The changes are random: users and a controller acting through the domain on a few configs
+(bench/generate.py's Generator: triggers, claims, runs, failures, retries, cancels, spec changes,
+pauses; a clock that jumps so ends fall in every duration bucket), CLI commands in-process on
+another config, and a view rebuilt from the log; one event or many between scrapes, more than
+the pieces follow event by event now and then, the history view caught up by someone else or by
+the scrape itself."""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.cli.state import State
+from rollouts.adapters.home import Home
+from rollouts.adapters.web import exposition, metrics
+from tests.conftest import Rollouts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from generate import Generator  # noqa: E402
+
+STEPS = 60
+HISTORY_LAG = re.compile(rb'^rollouts_projection_lag_events\{projection="history"\} .*$', re.MULTILINE)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """The events' clock, moved on by hand (each event a little later than the one before)."""
+    now = [datetime(2030, 1, 1, tzinfo=UTC)]
+
+    def tick() -> datetime:
+        now[0] += timedelta(microseconds=1)
+        return now[0]
+
+    def jump(seconds: float) -> None:
+        now[0] += timedelta(seconds=seconds)
+
+    monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", tick)
+    return jump
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Rollouts]:
+    (tmp_path / "work").mkdir()
+    yield Rollouts(tmp_path / "home", tmp_path / "work")
+
+
+def whole(state: State) -> bytes:
+    return generate_latest(metrics.registry(lambda: state.projections))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_text_made_in_pieces_is_the_whole_registrys_after_any_changes(
+    home: Rollouts, clock: Callable[[float], None], monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    monkeypatch.setattr(exposition, "MAX_EVENTS", 40)  # past 40 new events: every config read again
+    rng = random.Random(seed)
+    app = open_app(Home(home.home), None)
+    users = Generator(app, random.Random(seed), configs=6)
+    state = State(str(home.home), None, "tester@test")
+    served = exposition.Exposition(lambda: state.projections)
+    home.run("config", "create", "web", "--", "true")
+    try:
+        for _ in range(STEPS):
+            change(rng, users, home, clock)
+            if rng.random() < 0.5:  # someone else caught the views up: nothing for the scrape to read
+                state.read("history", "audit", "desired")
+                assert served.text() == whole(state)
+            else:  # the scrape catches history up; the whole registry's later scrape finds it at the head
+                text = served.text()
+                assert HISTORY_LAG.sub(b"", text) == HISTORY_LAG.sub(b"", whole(state))
+            if rng.random() < 0.2:
+                assert served.text() == served.text()  # nothing moved: the same text
+    finally:
+        state.close()
+        app.close()
+
+
+def change(rng: random.Random, users: Generator, home: Rollouts, clock: Callable[[float], None]) -> None:
+    """One random change to the log (or none), or a view rebuilt from it."""
+    what = rng.random()
+    if what < 0.7:
+        for _ in range(rng.choice([0, 1, 1, 2, 3, 10, 60])):
+            clock(10 ** rng.uniform(-2.5, 2.3))  # deployments end from a fraction of a second to hours on
+            users.act(rng.choice(users.names))
+        users.save()
+    elif what < 0.95:
+        clock(10 ** rng.uniform(-1, 3.7))
+        verb = rng.choice(["latest", "latest --supersede", "cancel", "pause", "resume", "retry"])
+        home.run("rollout", *verb.split(), "web")  # refused or not: either is a state to scrape
+    else:
+        assert home.run("projections", "rebuild", "history").exit_code == 0

@@ -1,0 +1,79 @@
+"""Loads served by a preload window (adapters.preload) are the library's loads, read at once (both stores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
+
+from rollouts.adapters.application import RolloutsApp, new_meta
+from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.home import Home
+from rollouts.domain import ids
+from rollouts.domain.spec import Spec
+
+
+def meta() -> dict[str, Any]:
+    return new_meta("tester@test")
+
+
+def state(aggregate: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(aggregate).items() if not k.startswith("_pending")}
+
+
+@pytest.fixture
+def apps(tmp_path: Path, backend_store: str | None) -> Any:
+    home = Home(tmp_path / "h")
+    writer, reader = open_app(home, backend_store), open_app(home, backend_store)
+    yield writer, reader
+    writer.close()
+    reader.close()
+
+
+def history(app: RolloutsApp) -> list[Any]:
+    """A config past its snapshot interval (its load starts from a snapshot), a short one, their deployments."""
+    app.create_config("long", Spec(command=["true"]), meta())
+    app.create_config("short", Spec(command=["true"]), meta())
+    for _ in range(30):  # each supersedes the last: two config events at least, past the interval of 50
+        app.latest("long", None, True, meta())
+    app.latest("short", None, False, meta())
+    long, short = ids.config_id("long"), ids.config_id("short")
+    return [long, short, ids.deployment_id(long, 30), ids.deployment_id(short, 1)]
+
+
+def test_a_preloaded_load_equals_the_librarys_load_cached_or_not(apps: Any) -> None:
+    writer, reader = apps
+    streams = history(writer)
+    assert writer.snapshots is not None and writer.snapshots.recorder.select_events(streams[0], limit=1)
+    reader.repository.get(streams[1])  # cached before the window; the others are not
+    writer.latest("short", None, True, meta())  # and moved since: the window fast-forwards it
+    with reader.preloaded(streams):
+        preloaded = [state(reader.repository.get(s)) for s in streams]
+    # The library's own reconstruction: the last snapshot, then the events after it, one query each
+    plain = [state(Repository._reconstruct_aggregate(writer.repository, s, None, project_aggregate)) for s in streams]
+    assert preloaded == plain
+
+
+def test_a_preloaded_load_is_a_copy_and_an_absent_aggregate_is_not_found(apps: Any) -> None:
+    writer, reader = apps
+    streams = history(writer)
+    missing = uuid4()
+    with reader.preloaded([*streams, missing]):
+        config = reader.repository.get(streams[1])
+        config.pause(meta())  # a decision changes its copy...
+        assert not reader.repository.get(streams[1]).paused  # ...never what the next load gets
+        with pytest.raises(AggregateNotFoundError):
+            reader.repository.get(missing)
+
+
+def test_loads_in_a_window_read_nothing_new_and_loads_after_it_read_afresh(apps: Any) -> None:
+    writer, reader = apps
+    streams = history(writer)
+    with reader.preloaded(streams):
+        before = reader.repository.get(streams[1]).latest_revision
+        writer.latest("short", None, True, meta())  # committed meanwhile: the window's loads do not see it
+        assert reader.repository.get(streams[1]).latest_revision == before
+    assert reader.repository.get(streams[1]).latest_revision == before + 1

@@ -1,0 +1,60 @@
+"""Only the backend modules know which store is in use: nothing else asks a datastore, a recorder or the
+command's state which backend it is (each such question is a method of adapters.backend.Backend)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("adapters", "projections", "domain")
+# The port, its two implementations, the composition root that picks one, and the recorders they open.
+BACKEND_MODULES = {
+    "adapters/backend.py",
+    "adapters/backend_sqlite.py",
+    "adapters/backend_postgres.py",
+    "adapters/backend_postgres_factory.py",
+    "adapters/bootstrap.py",
+    "adapters/store_url.py",
+    "adapters/recorders.py",
+    "adapters/recorder_postgres.py",
+}
+PROBES = {
+    "a datastore's schema looked for": re.compile(r"getattr\([^)]*[\"']schema[\"']"),
+    "a datastore or recorder's type asked": re.compile(r"isinstance\([^,)]*(datastore|recorder)"),
+    "the library's backend classes named": re.compile(
+        r"\b(SQLiteApplicationRecorder|PostgresApplicationRecorder|SQLiteDatastore|PostgresDatastore)\b"
+    ),
+    "the store URL's kind asked": re.compile(r"isinstance\([^)]*\b(PostgresURL|SQLiteInHome)\b"),
+    "the command's --store tested": re.compile(
+        r"\bstate\.store\b(?!_)|\b(if|not|and)\s+[\w.()]*params\.get\([\"']store[\"']\)"
+    ),
+}
+
+
+def probes_in(text: str) -> list[str]:
+    return [f"{what}: {line.strip()}" for line in text.splitlines() for what, rx in PROBES.items() if rx.search(line)]
+
+
+def test_no_module_but_the_backends_asks_which_backend_is_in_use() -> None:
+    found = {}
+    for folder in PRODUCT:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            if name not in BACKEND_MODULES and (hits := probes_in(path.read_text())):
+                found[name] = hits
+    assert found == {}
+
+
+def test_the_probes_are_recognised() -> None:
+    """The patterns catch the forms this code base used before the port (else the test above proves nothing)."""
+    before = [
+        'schema = getattr(datastore, "schema", None)',
+        "if not isinstance(app.recorder, SQLiteApplicationRecorder):",
+        "if not isinstance(datastore, SQLiteDatastore) or datastore.pool.is_sqlite_memory_mode:",
+        "if state.store and not once:",
+        'if not ctx.find_root().params.get("store"):',
+        "if isinstance(store, PostgresURL):",
+    ]
+    assert all(probes_in(line) for line in before)
+    assert not probes_in("if state.backend.shared and not once:")
