@@ -51,7 +51,10 @@ def verify_script(gt: Path, seed: int, sleep: float) -> str:
             "-c",
             f'echo "start $ROLLOUT_DEPLOYER $(date +%s.%N)" >> {out}; sleep {sleep}; '
             f'h=$(echo "{seed} $ROLLOUT_DEPLOYER $VERIFY_MOOD" | cksum | cut -d" " -f1); p=$((h % 100)); '
-            f"f=${{VERIFY_FAIL_PCT:-20}}; i=$((f + ${{VERIFY_INCONCLUSIVE_PCT:-{INCONCLUSIVE_PCT}}})); "
+            # Version 1 never fails its verification, so a later failure has a Complete version to roll
+            # back to: a run of any length exercises the automatic rollback, not only failures before it.
+            f'f=${{VERIFY_FAIL_PCT:-20}}; [ "$ROLLOUT_VERSION" = 1 ] && f=0; '
+            f"i=$((f + ${{VERIFY_INCONCLUSIVE_PCT:-{INCONCLUSIVE_PCT}}})); "
             "if [ $p -lt $f ]; then rc=1; elif [ $p -lt $i ]; then rc=3; else rc=0; fi; "
             f'echo "end $ROLLOUT_DEPLOYER $(date +%s.%N) $rc" >> {out}; exit $rc',
         ]

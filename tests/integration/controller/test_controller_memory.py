@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rollouts.adapters.controller import loop
+from rollouts.adapters.cli import controller_cmds
 from rollouts.adapters.controller.loop import SQLITE_CACHE_KIB
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
@@ -26,7 +26,7 @@ def test_the_controller_bounds_the_page_cache_of_each_connection_it_keeps(
         def run(self, **kwargs: Any) -> int:
             return 0
 
-    monkeypatch.setattr(loop, "Controller", Probe)
+    monkeypatch.setattr(controller_cmds, "Controller", Probe)
     result = rollouts.run("controller", "run", "--once")
     assert result.exit_code == 0, result.stderr
     assert caches == dict.fromkeys(("desired", "history", "audit", "runtime"), -SQLITE_CACHE_KIB)
