@@ -135,17 +135,7 @@ class SQLiteBackend:
         `synchronous=NORMAL` keeps every commit once the process dies (the OS holds it) and keeps the
         file consistent; only a power loss may forget the last commits: for this bookkeeping, a
         notification sent again with the same Idempotency-Key. Every other writer keeps the default."""
-        pool = app.recorder.datastore.pool
-        create = pool._create_connection  # the library offers no hook for per-connection pragmas
-
-        def relaxed() -> Any:
-            conn = create()
-            conn._sqlite_conn.execute("PRAGMA synchronous=NORMAL")
-            return conn
-
-        pool._create_connection = relaxed
-        for conn in list(pool._pool):  # made before: the one that created the tables
-            conn._sqlite_conn.execute("PRAGMA synchronous=NORMAL")
+        app.recorder.synchronous = "NORMAL"  # set on the writer's connection before each save
 
     def undo_of_opening(self) -> Callable[[], None]:
         existed = self.home.events_db.exists()

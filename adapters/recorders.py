@@ -113,6 +113,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
 
     backend: Backend  # set by adapters.bootstrap, which opened it
     _log_id: str | None = None  # the store's log id, read at its first save (fixed once made)
+    synchronous: str | None = None  # PRAGMA synchronous for this recorder's saves (None: SQLite's default)
 
     def construct_create_table_statements(self) -> list[str]:
         return [
@@ -126,6 +127,15 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         if self.log_id() is None:
             with self.datastore.transaction(commit=True) as c:
                 c.execute(f"INSERT INTO {LOG_TABLE} VALUES (?, datetime('now'))", (uuid.uuid4().hex,))
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        if self.synchronous is None:
+            return super().insert_events(stored_events, **kwargs)
+        with self.datastore.get_connection(commit=True) as conn:
+            # Per connection, and refused inside a transaction: so on the writer's connection, before BEGIN.
+            conn.cursor().execute(f"PRAGMA synchronous={self.synchronous}")
+            with conn.transaction(commit=True) as c:
+                return self._insert_events(c, stored_events, **kwargs)
 
     def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         ids = super()._insert_events(c, stored_events, **kwargs)
