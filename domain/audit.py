@@ -16,12 +16,19 @@ CREATES = ("DeployerCreated", "HookCreated")
 class Violation:
     position: int
     config: str | None
-    version: int | None
+    revision: int | None
     rule: str
     message: str
 
     def as_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+        """As `audit -o json` shows it (DESIGN 7 keeps the key `version` for a revision)."""
+        return {
+            "position": self.position,
+            "config": self.config,
+            "version": self.revision,
+            "rule": self.rule,
+            "message": self.message,
+        }
 
 
 class Auditor:
@@ -35,10 +42,10 @@ class Auditor:
         self.violations: list[Violation] = []
         self.count = 0
 
-    def feed(self, position: int, type_: str, config: str, version: int, data: dict[str, Any]) -> None:
+    def feed(self, position: int, type_: str, config: str, revision: int, data: dict[str, Any]) -> None:
         """One deployment event (config events carry no phase and are not fed)."""
         self.count += 1
-        key = (config, version)
+        key = (config, revision)
         before = self.phase.get(key)
         self._names(position, key, type_, data)
         if before is None and type_ != "Created":
@@ -67,15 +74,15 @@ class Auditor:
 
     def _active(self, position: int, key: tuple[str, int], phase: str) -> None:
         """I2: at most one active deployment per config at every point of the log."""
-        config, version = key
+        config, revision = key
         active = self.active.setdefault(config, set())
         if phase in phases.ACTIVE:
-            active.add(version)
+            active.add(revision)
         else:
-            active.discard(version)
+            active.discard(revision)
         if len(active) > 1:
-            others = ", ".join(str(v) for v in sorted(active - {version}))
-            self._flag(position, key, "I2", f"revision {version} active while revision {others} was active too")
+            others = ", ".join(str(v) for v in sorted(active - {revision}))
+            self._flag(position, key, "I2", f"revision {revision} active while revision {others} was active too")
 
     def _flag(self, position: int, key: tuple[str, int], rule: str, message: str) -> None:
         self.violations.append(Violation(position, key[0], key[1], rule, message))

@@ -16,7 +16,7 @@ from rollouts.domain.freeze import in_force
 
 # The event types this audit reads (what projections.audit_queries.gate_events selects).
 TYPES = ("Created", "RetryRequested", "Approved", "DeployerClaimed", "Frozen", "Unfrozen")
-GateEvent = tuple[int, str, str | None, int | None, str, dict[str, Any]]  # position, type, config, version, time, data
+GateEvent = tuple[int, str, str | None, int | None, str, dict[str, Any]]  # position, type, config, revision, time, data
 
 
 class GateAuditor:
@@ -29,7 +29,7 @@ class GateAuditor:
         self.approved: dict[tuple[str, int], str | None] = {}
         self.violations: list[Violation] = []
 
-    def feed(self, position: int, type_: str, config: str | None, version: int | None, at: str, data: Any) -> None:
+    def feed(self, position: int, type_: str, config: str | None, revision: int | None, at: str, data: Any) -> None:
         meta = data.get("meta") or {}
         if type_ == "Frozen":
             self.freezes[config] = {"until": data.get("until"), "reason": data.get("reason")}
@@ -37,9 +37,9 @@ class GateAuditor:
         if type_ == "Unfrozen":
             self.freezes[config] = None
             return
-        if config is None or version is None:
+        if config is None or revision is None:
             return
-        key = (config, version)
+        key = (config, revision)
         if type_ in ("Created", "RetryRequested"):
             spec = data.get("spec") or {}
             self.needs[key] = bool(spec.get("require_approval") if type_ == "Created" else data.get("needs_approval"))

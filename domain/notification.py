@@ -64,7 +64,7 @@ class Change(NamedTuple):
     position: int
     kind: str
     config: str
-    version: int
+    revision: int
     attempt: int
     phase: str
     reason: str | None
@@ -72,7 +72,8 @@ class Change(NamedTuple):
     timestamp: str
 
     def document(self) -> dict[str, Any]:
-        return self._asdict()
+        """The body a sink is sent (DESIGN 7.4 keeps the key `version` for the revision)."""
+        return {("version" if name == "revision" else name): value for name, value in self._asdict().items()}
 
     def key(self, log_id: str, sink: str) -> str:
         """The Idempotency-Key: the same for every send of this change to this sink, whoever sends it."""

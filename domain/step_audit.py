@@ -22,7 +22,7 @@ from rollouts.domain.step import DEPLOYER
 
 # The config events this audit reads besides every deployment event.
 CONFIG_TYPES = ("Registered", "SpecChanged", "RolloutTriggered", "RollbackTriggered")
-StepEvent = tuple[int, str, str, int | None, dict[str, Any]]  # position, type, config, version (None: config), data
+StepEvent = tuple[int, str, str, int | None, dict[str, Any]]  # position, type, config, revision (None: config), data
 _STARTS = ("DeployerCreated", "DeployerStarted")
 
 
@@ -79,12 +79,12 @@ class StepAuditor:
         self.violations: list[Violation] = []
         self.last_position = 0
 
-    def feed(self, position: int, type_: str, config: str, version: int | None, data: dict[str, Any]) -> None:
+    def feed(self, position: int, type_: str, config: str, revision: int | None, data: dict[str, Any]) -> None:
         self.last_position = position
-        if version is None:
+        if revision is None:
             self._config(position, type_, config, data)
             return
-        key = (config, version)
+        key = (config, revision)
         if type_ == "Created":
             self.attempts[key] = _Attempt(spec=dict(data.get("spec") or {}))
             self.causes[key] = data.get("cause") or ""

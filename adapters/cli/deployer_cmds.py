@@ -125,19 +125,19 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
     rows = history(revision)
     if not rows:
         raise NotFound(f"config {name!r} has no deployment yet")
-    version = rows[-1]["version"]
+    revision = rows[-1]["version"]
     rt = runtime(state)
     try:
         if output == "json":
-            _logs_document(rt, name, history(version)[0])
+            _logs_document(rt, name, history(revision)[0])
         else:
-            _print_logs(state, rt, name, version, lambda: history(version)[0] if follow else None)
+            _print_logs(state, rt, name, revision, lambda: history(revision)[0] if follow else None)
     finally:
         rt.close()
 
 
-def _deployers_of(rt: Any, name: str, version: int) -> list[Any]:
-    return [r for r in rt.list(include_pruned=True) if r.config == name and r.revision == version]
+def _deployers_of(rt: Any, name: str, revision: int) -> list[Any]:
+    return [r for r in rt.list(include_pruned=True) if r.config == name and r.revision == revision]
 
 
 def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
@@ -155,25 +155,25 @@ def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
     emit_json({"config": name, "version": row["version"], "phase": row["phase"], "deployers": deployers})
 
 
-def _print_logs(state: State, rt: Any, name: str, version: int, follow: Any) -> None:
+def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) -> None:
     """Print each deployer's output; with `follow` (the deployment's row, re-read), until it ends."""
 
     still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder))
-    pruned = [r.name for r in _deployers_of(rt, name, version) if r.pruned]
-    if pruned:  # else the answer would be nothing at all, as for a version whose deployers printed nothing
+    pruned = [r.name for r in _deployers_of(rt, name, revision) if r.pruned]
+    if pruned:  # else the answer would be nothing at all, as for a revision whose deployers printed nothing
         click.echo(
-            f"warning: {name} version {version}: the history limit pruned the output of {', '.join(pruned)}", err=True
+            f"warning: {name} version {revision}: the history limit pruned the output of {', '.join(pruned)}", err=True
         )
     offsets: dict[str, int] = {}
     while True:
         row = follow()  # before printing: once it says the deployment ended, its output is whole
-        for deployer in [r.name for r in _deployers_of(rt, name, version)]:
+        for deployer in [r.name for r in _deployers_of(rt, name, revision)]:
             offsets[deployer] = _print_from(rt.log_path(deployer), offsets.get(deployer, 0))
         if row is None or row["phase"] in phases.TERMINAL:
             return
         said = still.check(row)
         if said:
-            click.echo(f"warning: {name} version {version}: {said}", err=True)
+            click.echo(f"warning: {name} version {revision}: {said}", err=True)
         time.sleep(0.2)
 
 

@@ -34,7 +34,7 @@ def audited(*rows: Row) -> Auditor:
 
 def check(*rows: Row) -> list[tuple[str, int | None, int]]:
     """(rule, version, position) of each violation in `rows`."""
-    return [(v.rule, v.version, v.position) for v in audited(*rows).violations]
+    return [(v.rule, v.revision, v.position) for v in audited(*rows).violations]
 
 
 def messages(*rows: Row) -> list[str]:

@@ -84,7 +84,7 @@ def test_the_reader_finds_each_change_with_its_document(tmp_path: Path) -> None:
         app.cancel("web", {"actor": "bob"})
         head = app.recorder.max_notification_id()
         changes = list(ChangeReader(app.recorder).changes(0, head))
-        assert [(c.kind, c.config, c.version, c.attempt, c.phase, c.reason, c.actor) for c in changes] == [
+        assert [(c.kind, c.config, c.revision, c.attempt, c.phase, c.reason, c.actor) for c in changes] == [
             ("triggered", "web", 1, 1, "New", None, "alice"),
             ("failed", "web", 1, 1, "Failed", "cancelled", "bob"),
         ]
