@@ -8,17 +8,12 @@ from typing import Any
 
 import sqlite_utils
 
+from rollouts.domain.audit_rules import TYPES, RuleEvent
 from rollouts.domain.errors import NotFound
 from rollouts.domain.freeze import ALL_ID
-from rollouts.domain.gate_audit import TYPES
-from rollouts.domain.step_audit import CONFIG_TYPES
 from rollouts.projections.records import document
 
 Row = dict[str, Any]
-_DEPLOYMENT_EVENTS = (
-    "SELECT position, type, config, version, data FROM events WHERE stream IN "
-    "(SELECT stream FROM streams WHERE kind = 'deployment')"
-)
 
 
 @dataclass(frozen=True)
@@ -83,45 +78,30 @@ def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
     return rows
 
 
-def deployment_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[tuple[int, str, str, int, Row]]:
-    """(position, type, config, version, data) of every deployment event (of config `name`), in log order."""
-    sql = _DEPLOYMENT_EVENTS + (" AND config = ?" if name else "") + " ORDER BY position"
-    for position, type_, config, revision, data in db.execute(sql, [name] if name else []):
-        yield position, type_, config, revision, document(data)[1]
-
-
-def gate_events(
-    db: sqlite_utils.Database, name: str | None = None
-) -> Iterator[tuple[int, str, str | None, int | None, str, Row]]:
-    """(position, type, config, version, timestamp, data) of the events domain/gate_audit reads (of config
-    `name`, and the freezes of all), in log order; config is None for a freeze of all."""
-
-    sql = f"SELECT position, type, config, version, timestamp, data, stream FROM events WHERE type IN ({_marks(TYPES)})"
-    args: list[Any] = list(TYPES)
-    if name:
-        sql += " AND (config = ? OR stream = ?)"
-        args += [name, str(ALL_ID)]
-    for position, type_, config, revision, timestamp, data, stream in db.execute(sql + " ORDER BY position", args):
-        if stream == str(ALL_ID):
-            config = None
-        yield position, type_, config, revision, timestamp, document(data)[1]
-
-
-def step_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[tuple[int, str, str, int | None, Row]]:
-    """(position, type, config, version, data) of every deployment event and of the config events
-    domain/step_audit reads (version None), of config `name`, in log order."""
+def rule_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[RuleEvent]:
+    """Every event a rule of `audit` reads (domain/audit_rules), in log order, each decoded once: a
+    deployment's events and the other types the rules name (of config `name`, and the freezes of all)."""
 
     sql = (
-        "SELECT e.position, e.type, e.config, e.version, e.data, s.kind FROM events e JOIN streams s"
-        " ON s.stream = e.stream WHERE (s.kind = 'deployment'"
-        f" OR (s.kind = 'config' AND e.type IN ({_marks(CONFIG_TYPES)})))"
+        "SELECT e.position, e.type, e.config, e.version, e.timestamp, e.data, s.kind, e.stream FROM events e"
+        f" LEFT JOIN streams s ON s.stream = e.stream WHERE (s.kind = 'deployment' OR e.type IN ({_marks(TYPES)}))"
     )
-    args: list[Any] = list(CONFIG_TYPES)
+    args: list[Any] = list(TYPES)
     if name:
-        sql += " AND e.config = ?"
-        args.append(name)
-    for position, type_, config, revision, data, kind in db.execute(sql + " ORDER BY e.position", args):
-        yield position, type_, config, revision if kind == "deployment" else None, document(data)[1]
+        sql += " AND (e.config = ? OR e.stream = ?)"
+        args += [name, str(ALL_ID)]
+    every = str(ALL_ID)
+    for position, type_, config, revision, at, data, kind, stream in db.execute(sql + " ORDER BY e.position", args):
+        deployment = kind == "deployment"
+        yield RuleEvent(
+            position,
+            type_,
+            None if stream == every else config,
+            revision if deployment else None,
+            at,
+            document(data)[1],
+            deployment,
+        )
 
 
 def _marks(values: tuple[str, ...]) -> str:

@@ -15,9 +15,7 @@ from rollouts.adapters.cli.types import POSITION, REVISION, Whole
 from rollouts.adapters.event_documents import type_problem
 from rollouts.adapters.log_source import RecorderSource
 from rollouts.adapters.verify import seen_by_home, verify_log
-from rollouts.domain.audit import audit as check
-from rollouts.domain.gate_audit import audit_gates
-from rollouts.domain.step_audit import audit_steps
+from rollouts.domain.audit_rules import audit_rules
 from rollouts.projections import audit_queries
 from rollouts.projections.refold import Refold
 
@@ -157,10 +155,7 @@ def _rules(db: Any, name: str | None) -> tuple[int, list[dict[str, Any]]]:
 
     if name is not None:
         audit_queries.require_config(db, name)
-    result = check(audit_queries.deployment_events(db, name))
-    gates = audit_gates(audit_queries.gate_events(db, name))
-    steps = audit_steps(audit_queries.step_events(db, name))
-    found = [v.as_dict() for v in [*result.violations, *gates.violations, *steps.violations]]
+    found = [v.as_dict() for v in audit_rules(audit_queries.rule_events(db, name))]
     return audit_queries.event_count(db, name), found
 
 

@@ -69,12 +69,11 @@ from rollouts.adapters.home import Home
 from rollouts.adapters.log_source import RecorderSource
 from rollouts.domain import phases
 from rollouts.domain.audit import audit
+from rollouts.domain.audit_rules import audit_rules
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.errors import DomainError, NotFound
 from rollouts.domain.freeze import ALL_ID, in_force
-from rollouts.domain.gate_audit import audit_gates
 from rollouts.domain.spec import Hook, Spec
-from rollouts.domain.step_audit import audit_steps
 from rollouts.projections import audit_queries, files
 from rollouts.projections.projection import Projection
 from rollouts.projections.records import Record, decode
@@ -1099,10 +1098,8 @@ class RolloutModel(RuleBasedStateMachine):
         rows = db.execute(AUDIT_SQL).fetchall()
         result = audit((p, t, c, v, json.loads(d)) for p, t, c, v, d in rows)
         assert not result.violations, f"audit: {[v.as_dict() for v in result.violations]}"
-        gates = audit_gates(audit_queries.gate_events(db))  # G1, G2: no claim a freeze or an approval held
-        assert not gates.violations, f"audit: {[v.as_dict() for v in gates.violations]}"
-        steps = audit_steps(audit_queries.step_events(db))  # I9, I10
-        assert not steps.violations, f"audit: {[v.as_dict() for v in steps.violations]}"
+        found = audit_rules(audit_queries.rule_events(db))  # and G1, G2 (freezes, approvals), I9, I10 (steps)
+        assert not found, f"audit: {[v.as_dict() for v in found]}"
         created = {json.loads(d)["name"] for (d,) in db.execute(CREATED_SQL).fetchall()}
         never = sorted(created - set(self.runtime.spawns))
         assert not never, f"I1: the log records as created deployers never spawned: {never}"

@@ -1,0 +1,43 @@
+"""Every rule `audit` checks over the log's events, fed in one pass: I1-I3 (audit), G1 and G2 (gate_audit),
+I9 and I10 (step_audit). Each event is read and decoded once, and handed to each check that reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from rollouts.domain.audit import Auditor, Violation
+from rollouts.domain.gate_audit import TYPES as GATE_TYPES
+from rollouts.domain.gate_audit import GateAuditor
+from rollouts.domain.step_audit import CONFIG_TYPES, StepAuditor
+
+# The event types besides a deployment's own that some check reads (what a reader must select).
+TYPES = tuple(dict.fromkeys((*GATE_TYPES, *CONFIG_TYPES)))
+
+
+class RuleEvent(NamedTuple):
+    position: int
+    type: str
+    config: str | None  # None: a freeze of all configs
+    revision: int | None  # None: not a deployment's event
+    at: str
+    data: dict[str, Any]
+    deployment: bool  # an event of a deployment's stream
+
+
+def audit_rules(events: Iterable[RuleEvent]) -> list[Violation]:
+    """The violations of every rule, by check (I1-I3, then G1-G2, then I9-I10), each in log order."""
+    deployments, gates, steps = Auditor(), GateAuditor(), StepAuditor()
+    gated, configs = frozenset(GATE_TYPES), frozenset(CONFIG_TYPES)
+    for position, type_, config, revision, at, data, deployment in events:
+        if deployment:
+            deployments.feed(position, type_, config, revision, data)  # type: ignore[arg-type]
+            steps.feed(position, type_, config, revision, data)  # type: ignore[arg-type]
+        elif type_ in configs:
+            steps.feed(position, type_, config, None, data)  # type: ignore[arg-type]
+        if type_ in gated:
+            gates.feed(position, type_, config, revision, at, data)
+    return [*deployments.violations, *gates.violations, *steps.finish().violations]
+
+
+__all__ = ["TYPES", "RuleEvent", "Violation", "audit_rules"]
