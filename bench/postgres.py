@@ -13,6 +13,11 @@
                           decode from the same server (goal >= 0.8x), the medians of three runs of
                           each taken in turn (one with --quick); the log is bench/rebuild.py's
                           cached SQLite log, moved with `log import`'s writer
+5. pg_claim_check_ms      `rollouts claim check` as a deployer runs it (a live claim of a running
+                          controller; ROLLOUT_CLAIM, ROLLOUT_HOME and ROLLOUT_STORE), whole process,
+                          vs `python -c "import psycopg; psycopg.connect(URL).execute('select 1')"`,
+                          the floor of any Python process that asks the database (goal <= 1.2x);
+                          the two taken in turn, medians
 
 Every run uses schemas of its own, dropped at the end. The last line is a JSON summary.
 """
@@ -240,6 +245,46 @@ def reachable(server: str) -> str | None:
     return None
 
 
+def claim_check(bench: Bench, samples: int) -> dict[str, Any]:
+    store, home = bench.store(), bench.home("claim")
+    seen = home.path / "claim-env"
+    app = open_app(home, store)
+    script = 'env | grep "^ROLLOUT_\\(CLAIM\\|HOME\\|STORE\\)=" > "$SEEN.tmp" && mv "$SEEN.tmp" "$SEEN"; sleep 600'
+    app.create_config("fence", Spec(command=["sh", "-c", script], env={"SEEN": str(seen)}), new_meta("bench"))
+    app.latest("fence", None, False, new_meta("bench"))
+    proc = controller(home, store, "--interval", "1")
+    try:
+        deadline = time.monotonic() + 60
+        while not seen.exists():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the fence deployer did not start")
+            time.sleep(0.05)
+        deployer = dict(line.split("=", 1) for line in seen.read_text().splitlines())
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")} | deployer
+        check = [sys.executable, "-m", "rollouts", "claim", "check"]
+        floor = [sys.executable, "-c", f"import psycopg; psycopg.connect({bench.server!r}).execute('select 1')"]
+
+        def wall(argv: list[str]) -> float:
+            t = time.perf_counter()
+            done = subprocess.run(argv, env=env, cwd=home.path, capture_output=True)
+            elapsed = time.perf_counter() - t
+            if done.returncode != 0:
+                raise RuntimeError(f"{argv[-2:]} exited {done.returncode}: {done.stderr.decode()[-300:]}")
+            return elapsed
+
+        wall(check), wall(floor)  # warm the page cache, untimed
+        checks, floors = [], []
+        for _ in range(samples):
+            checks.append(wall(check))
+            floors.append(wall(floor))
+    finally:
+        app.cancel("fence", new_meta("bench"))
+        proc.terminate()
+        proc.wait(30)
+        app.close()
+    return figure(statistics.median(checks) * 1000, statistics.median(floors) * 1000, "<=1.2x", "ms")
+
+
 def run_all(server: str, quick: bool) -> dict[str, dict[str, Any]]:
     """Every figure of this file, as bench/run.py reports them (keys start with pg_)."""
     bench = Bench(server)
@@ -250,6 +295,7 @@ def run_all(server: str, quick: bool) -> dict[str, dict[str, Any]]:
         summary["pg_spawn_latency_median_ms"], summary["pg_spawn_latency_p99_ms"] = median, p99
         summary["pg_e2e_rollouts_per_s"] = e2e(bench, 30 if quick else 300)
         summary["pg_rebuild_events_per_s"] = rebuild(bench, *((20_000, 1) if quick else (200_000, 3)))
+        summary["pg_claim_check_ms"] = claim_check(bench, 10 if quick else 30)
     finally:
         bench.close()
     return summary

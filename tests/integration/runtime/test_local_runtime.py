@@ -73,6 +73,13 @@ def ended(rt: LocalRuntime) -> Observed:
     return wait_for(lambda: (row := row_of(rt)).state not in ("created", "running") and row)
 
 
+def sleeper(rt: LocalRuntime, tmp_path: pathlib.Path) -> tuple[int, int | None]:
+    """A deployer that sleeps for ever, created: its pid and start time (which tell it from a reused pid)."""
+    create(rt, [*SLEEP_FOREVER, str(tmp_path / "pids")])
+    pid, _ = pids_of(tmp_path / "pids")
+    return pid, procs.start_time_of(pid)
+
+
 def pids_of(path: pathlib.Path) -> tuple[int, int]:
     """The deployer's pid and its parent's (the shim), as SLEEP_FOREVER wrote them."""
     text = wait_for(lambda: path.exists() and path.read_text().strip())
@@ -533,9 +540,7 @@ def test_a_shim_kills_its_deployer_once_the_controllers_heartbeat_is_too_old(
 ) -> None:
     rt = LocalRuntime(home, heartbeat_max_age=0.3)
     rt.beat()
-    create(rt, [*SLEEP_FOREVER, str(tmp_path / "pids")])
-    pid, _ = pids_of(tmp_path / "pids")
-    start = procs.start_time_of(pid)
+    pid, start = sleeper(rt, tmp_path)
     row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
     assert "heartbeat" in (row.reason or "")
     wait_for(lambda: not procs.is_alive(pid, start))
@@ -548,9 +553,7 @@ def test_a_heartbeat_whose_file_time_says_long_ago_keeps_its_deployer_alive(
     """The wall clock stepped forward by far more than a lease: the heartbeat is fresh by the boot clock."""
     rt = LocalRuntime(home, heartbeat_max_age=1.0)
     rt.beat()
-    create(rt, [*SLEEP_FOREVER, str(tmp_path / "pids")])
-    pid, _ = pids_of(tmp_path / "pids")
-    start = procs.start_time_of(pid)
+    pid, start = sleeper(rt, tmp_path)
     for _ in range(8):  # 2 s: twice the limit, beating as a live controller does
         rt.beat()
         os.utime(rt.heartbeat_path, (1.0, 1.0))  # its time of change, read by the wall clock: 1970
@@ -566,9 +569,7 @@ def test_a_stale_heartbeat_whose_file_time_is_in_the_future_still_stops_its_depl
     rt = LocalRuntime(home, heartbeat_max_age=0.5)
     rt.beat()
     os.utime(rt.heartbeat_path, (time.time() + 3600, time.time() + 3600))
-    create(rt, [*SLEEP_FOREVER, str(tmp_path / "pids")])
-    pid, _ = pids_of(tmp_path / "pids")
-    start = procs.start_time_of(pid)
+    pid, start = sleeper(rt, tmp_path)
     row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
     assert "heartbeat" in (row.reason or "")
     wait_for(lambda: not procs.is_alive(pid, start))
