@@ -7,6 +7,7 @@ Callers hold a Backend (bootstrap makes it from `--store`; a recorder it opened 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from rollouts.projections.source import Log
 
 T = TypeVar("T")
+CHAIN_TABLE = "rollouts_chain"  # beside the log: each position's hash (adapters/recorders)
+LOG_TABLE = "rollouts_log"  # beside the log: its id
 APP_NAME = "rollouts"  # RolloutsApp.name: the library reads its settings and names the log's tables after it
 
 # A long-lived process (the controller) keeps aggregates and only reads their new events;
@@ -35,6 +38,22 @@ class LeaseSQL(NamedTuple):
     now: str  # the database's clock, in seconds since the epoch
     mark: str  # a parameter's placeholder
     greatest: str  # the larger of two values
+
+
+Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+
+class Snapshot(NamedTuple):
+    """A read-only look at the log with a connection of our own, in one snapshot, without the application
+    (for `claim check`, which a deployer runs before each side effect: it must start fast)."""
+
+    query: Query  # one statement (placeholders: `mark`) -> its rows
+    events: str  # the events table, as a statement names it
+    position: str  # its column of positions
+    mark: str  # a parameter's placeholder
+    now: str  # the database's clock, in seconds since the epoch
+    has_table: Callable[[str], bool]  # whether a table beside the log exists
+    table: Callable[[str], str]  # a table beside the log, as a statement names it
 
 
 class Listener(Protocol):
@@ -109,6 +128,10 @@ class Backend(Protocol):
     def glance(self, after: int, topic: str, wait: float) -> list[bytes]:
         """The stored states of `topic`'s events after position `after`, read as cheaply as can be (for
         shell completion): nothing is created, no lock is waited for past `wait`; none from a server."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]:
+        """A Snapshot of the log (StoreUnavailable when there is none, or it cannot be read)."""
         ...
 
     def relax_durability(self, app: Any) -> None:

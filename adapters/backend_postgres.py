@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rollouts.adapters.backend import APP_NAME, CACHE, LeaseSQL, Row, StoreUnavailable, first
+from rollouts.adapters.backend import APP_NAME, CACHE, LeaseSQL, Query, Row, Snapshot, StoreUnavailable, first
 from rollouts.adapters.store_url import PostgresURL
 from rollouts.projections.source import PostgresLog
 
@@ -202,6 +203,30 @@ class PostgresBackend:
 
     def glance(self, after: int, topic: str, wait: float) -> list[bytes]:
         return []  # a Tab makes no connection to a server
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        import psycopg
+
+        try:
+            conn = psycopg.connect(**self.url.conninfo(), autocommit=True)
+        except psycopg.Error as error:
+            raise StoreUnavailable(self.describe(error)) from None
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one snapshot for every statement
+            query: Query = lambda sql, params: conn.execute(sql, params).fetchall()  # noqa: E731
+            events = self.table(f"{APP_NAME}_events")
+            if query("SELECT to_regclass(%s)", (events,))[0][0] is None:
+                raise StoreUnavailable(f"cannot use {self.url.redacted()}: no log in schema {self.schema}")
+
+            def has_table(name: str) -> bool:
+                return query("SELECT to_regclass(%s)", (self.table(name),))[0][0] is not None
+
+            yield Snapshot(query, events, "notification_id", self.lease.mark, self.lease.now, has_table, self.table)
+        except psycopg.Error as error:
+            raise StoreUnavailable(self.describe(error)) from None
+        finally:
+            conn.close()
 
     def relax_durability(self, app: Any) -> None:
         return None  # the server's commits are its own business

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rollouts.adapters.backend import CACHE, LeaseSQL, Listener, Row, StoreUnavailable, dashed
+from rollouts.adapters.backend import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable, dashed
 from rollouts.adapters.home import Home, private_file
 from rollouts.adapters.store_url import SQLiteInHome
 from rollouts.projections.source import SQLiteLog
@@ -123,6 +124,29 @@ class SQLiteBackend:
         try:
             sql = "SELECT state FROM stored_events WHERE rowid > ? AND topic = ?"
             return [state for (state,) in db.execute(sql, (after, topic))]
+        finally:
+            db.close()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        path = self.home.events_db
+        if not path.is_file():
+            raise StoreUnavailable(f"cannot use the SQLite event store: no log at {path}")
+        try:
+            db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=10, isolation_level=None)
+        except sqlite3.Error as error:
+            raise StoreUnavailable(self.describe(error)) from None
+        try:
+            db.execute("BEGIN")  # one snapshot of the WAL for every statement
+
+            def has_table(name: str) -> bool:
+                sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+                return db.execute(sql, (name,)).fetchone() is not None
+
+            query: Query = lambda sql, params: db.execute(sql, params).fetchall()  # noqa: E731
+            yield Snapshot(query, "stored_events", "rowid", self.lease.mark, self.lease.now, has_table, self.table)
+        except sqlite3.Error as error:
+            raise StoreUnavailable(self.describe(error)) from None
         finally:
             db.close()
 

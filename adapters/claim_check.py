@@ -9,26 +9,27 @@ claimant's lease has not expired by the database's clock.
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from dataclasses import dataclass
+import sys
 from typing import TYPE_CHECKING
 
-from rollouts.adapters.leases import lease_live
-from rollouts.adapters.log_move import log_ids_by_position
-from rollouts.domain import phases
-from rollouts.domain.errors import UsageError
+from rollouts.adapters.backend import LOG_TABLE
+from rollouts.adapters.bootstrap import bootstrap
+from rollouts.adapters.home import DEFAULT_HOME
+from rollouts.adapters.leases import TABLE as LEASES
+from rollouts.adapters.leases import lease_seconds
+from rollouts.domain.errors import StoreProblem, UsageError
+from rollouts.domain.fencing import Verdict, claim_verdict
+from rollouts.domain.log_writers import writer_of
 
 if TYPE_CHECKING:
-    from rollouts.adapters.application import RolloutsApp
+    from rollouts.adapters.backend import Backend, Snapshot
 
 _CLAIM = re.compile(r"([0-9a-f]{32}):([0-9]{1,18})")
 CLAIMED = ".DeployerClaimed"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    holds: bool
-    why: str
+ORIGIN = "%LogOrigin.Origin"  # the topic of a log's Origin (domain.log.LogOrigin)
 
 
 def parse(text: str) -> tuple[str, int]:
@@ -44,27 +45,79 @@ def env_value(log_id: str, position: int) -> str:
     return f"{log_id}:{position}"
 
 
-def check(app: RolloutsApp, claim: str) -> Verdict:
+def check(backend: Backend, claim: str) -> Verdict:
+    """The claim's verdict, read in one snapshot of the log with a connection of its own: no application
+    is opened, so a deployer can ask before each side effect (StoreUnavailable: the log is out of reach)."""
     log_id, position = parse(claim)
-    recorder = app.recorder
-    found = recorder.select_notifications(start=position, limit=1)
-    if not found or found[0].id != position:
-        return Verdict(False, f"the log holds no event at position {position}")
-    event = found[0]
-    if not event.topic.endswith(CLAIMED):
-        return Verdict(False, f"position {position} is not a claim ({event.topic.rpartition('.')[2]})")
-    writer = log_ids_by_position(app)(position)
-    if writer != log_id:
-        return Verdict(False, f"the claim is of log {log_id}; position {position} here is of log {writer}")
-    latest = recorder.claim_of(event.originator_id)
-    if latest is None or latest[0] != position:
-        return Verdict(False, f"a later claim (position {latest[0] if latest else '?'}) replaced it")
-    deployment = app.repository.get(event.originator_id)
-    name = f"{deployment.config} version {deployment.revision} (attempt {deployment.attempt})"
-    if deployment.phase not in phases.ACTIVE:
-        return Verdict(False, f"{name} is {deployment.phase}: the claim has ended")
-    if deployment.cancel_requested:  # an abort asks for a cancel too
-        return Verdict(False, f"{name} is being stopped (cancel or abort asked)")
-    if not lease_live(recorder, deployment.claimant or ""):
-        return Verdict(False, f"claimant {deployment.claimant}'s lease has expired (by the database's clock)")
-    return Verdict(True, f"{name} is {deployment.phase}, claimed at position {position} by a live claimant")
+    with backend.snapshot() as look:
+        m = look.mark
+        found = look.query(f"SELECT originator_id, topic FROM {look.events} WHERE {look.position} = {m}", (position,))
+        if not found:
+            return Verdict(False, f"the log holds no event at position {position}")
+        stream, topic = found[0]
+        if not topic.endswith(CLAIMED):
+            return Verdict(False, f"position {position} is not a claim ({topic.rpartition('.')[2]})")
+        writer = _writer(look, position)
+        if writer != log_id:
+            return Verdict(False, f"the claim is of log {log_id}; position {position} here is of log {writer}")
+        sql = (
+            f"SELECT {look.position}, topic, state FROM {look.events} WHERE originator_id = {m}"
+            " ORDER BY originator_version"
+        )
+        events = [(at, t.rpartition(".")[2], json.loads(state)) for at, t, state in look.query(sql, (stream,))]
+        leases = _leases(look)
+    return claim_verdict(position, events, lambda claimant: leases.get(claimant, False))
+
+
+def _writer(look: Snapshot, position: int) -> str:
+    """The id of the log that first wrote `position` (an imported or renamed log's first positions are its
+    origin's: domain/log_writers)."""
+    own = look.query(f"SELECT log_id FROM {look.table(LOG_TABLE)}", ())
+    sql = f"SELECT state FROM {look.events} WHERE topic LIKE {look.mark}"
+    origins = {}
+    for (state,) in look.query(sql, (ORIGIN,)):
+        data = json.loads(state)
+        origins[data["log_id"]] = (data.get("source_log_id"), int(data["head"]))
+    return writer_of(own[0][0] if own else "", origins.get)(position)
+
+
+def _leases(look: Snapshot) -> dict[str, bool]:
+    """Each claimant's lease: whether it has not expired by the database's clock (its own length, or this
+    host's for a row made before leases kept theirs)."""
+    if not look.has_table(LEASES):
+        return {}
+    m = look.mark
+    sql = f"SELECT claimant, {look.now} - renewed_at <= coalesce(seconds, {m}) FROM {look.table(LEASES)}"
+    return {claimant: bool(live) for claimant, live in look.query(sql, (lease_seconds(),))}
+
+
+def report(claim: str, verdict: Verdict, output: str) -> int:
+    """Print the verdict as `claim check` does (`output`: table or json); its exit code."""
+    if output == "json":  # (as adapters/documents.json_text renders it, without its imports)
+        print(json.dumps({"claim": claim, "holds": verdict.holds, "why": verdict.why}, indent=2, default=str))
+    else:
+        print(f"{'ok' if verdict.holds else 'ended'}: {verdict.why}")
+    return 0 if verdict.holds else 1
+
+
+def answer(claim: str | None, output: str) -> int:
+    """`rollouts claim check [CLAIM] [-o ...]` with no global option, as adapters/entry runs it before the
+    command line loads: on $ROLLOUT_HOME and $ROLLOUT_STORE (else ROLLOUTS_HOME and ROLLOUTS_STORE, as
+    the command line reads them). 0, 1, or 2 (usage) and 5 (no log) with one `error:` line."""
+    claim = claim or os.environ.get("ROLLOUT_CLAIM")
+    if not claim:
+        return _error("give CLAIM (LOG_ID:POSITION) or run where ROLLOUT_CLAIM is set (in a deployer)", 2)
+    home = os.environ.get("ROLLOUT_HOME") or os.environ.get("ROLLOUTS_HOME") or DEFAULT_HOME
+    store = os.environ.get("ROLLOUT_STORE") or os.environ.get("ROLLOUTS_STORE") or None
+    try:
+        verdict = check(bootstrap(home, store).backend, claim)
+    except UsageError as error:
+        return _error(str(error), 2)
+    except StoreProblem as error:
+        return _error(str(error), 5)
+    return report(claim, verdict, output)
+
+
+def _error(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code

@@ -21,6 +21,7 @@ from rollouts.adapters.recorders import LogSealed
 from rollouts.domain import rollout
 from rollouts.domain.errors import DomainError
 from rollouts.domain.log import LogOrigin, LogSeal, origin_id
+from rollouts.domain.log_writers import writer_of
 from rollouts.domain.open_fold import OpenFold
 from rollouts.projections.records import record
 
@@ -155,29 +156,15 @@ def log_ids_by_position(app: RolloutsApp) -> Callable[[int], str]:
     rebound onto an older copy, holds positions its origin wrote first: their notifications keep the
     keys they had there and their claims the runtime rows made for them, while the positions after the
     origin's head take this log's own id, so one key never names two changes."""
-    own = app.recorder.log_id() or ""
-    chain: list[tuple[int, str]] = []  # (head, source) from the newest origin back
-    current, seen = own, set()
-    while current and current not in seen:
-        seen.add(current)
+
+    def origin(log_id: str) -> tuple[str | None, int] | None:
         try:
-            origin = app.repository.get(origin_id(current))
+            found = app.repository.get(origin_id(log_id))
         except AggregateNotFoundError:
-            break
-        if not origin.source_log_id:
-            break
-        chain.append((origin.head, origin.source_log_id))
-        current = origin.source_log_id
+            return None
+        return found.source_log_id, found.head
 
-    def writer(position: int) -> str:
-        found = own
-        for head, source in chain:
-            if position > head:
-                break
-            found = source
-        return found
-
-    return writer
+    return writer_of(app.recorder.log_id() or "", origin)
 
 
 def rename_rewound(app: RolloutsApp, meta: Meta) -> str:

@@ -22,6 +22,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from rollouts.adapters import chain
+from rollouts.adapters.backend import CHAIN_TABLE, LOG_TABLE
 from rollouts.adapters.failures import missing_table
 from rollouts.domain.errors import DomainError
 from rollouts.domain.log import seal_id
@@ -29,8 +30,6 @@ from rollouts.domain.log import seal_id
 if TYPE_CHECKING:
     from rollouts.adapters.backend import Backend
 
-CHAIN_TABLE = "rollouts_chain"
-LOG_TABLE = "rollouts_log"
 BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
 # Events from which `log verify` walks the log in parts, a forked process each: a fork costs a few ms, a walk

@@ -17,6 +17,7 @@ from pathlib import Path
 import sqlite_utils
 
 from rollouts.domain.errors import StoreProblem
+from rollouts.projections.file_checks import file_problem, is_broken
 
 TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version INTEGER, position INTEGER, log_id TEXT)"
 BUSY_TIMEOUT_S = 120.0
@@ -151,8 +152,6 @@ class Catalog:
             self._identity = identity(self.path)
 
     def _open(self) -> tuple[sqlite_utils.Database | None, str]:
-        from rollouts.projections.health import file_problem, is_broken  # health imports files at module level
-
         problem = file_problem(self.path)
         if problem:  # SQLite would take an empty file for a new database, and wait for every old reader to make it WAL
             return None, problem
@@ -175,8 +174,6 @@ class Catalog:
 
     def is_open_file(self) -> bool:
         """Whether the file at `path` is still the one this catalog opened (not replaced, not emptied)."""
-        from rollouts.projections.health import file_problem  # health imports files at module level
-
         return identity(self.path) == self._identity and file_problem(self.path) is None
 
     @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import stat
 from functools import cache
 from pathlib import Path
 
@@ -11,14 +10,11 @@ import sqlite_utils
 
 from rollouts.domain.errors import StoreProblem
 from rollouts.projections import files
+from rollouts.projections.file_checks import BROKEN_CODES, file_problem, is_broken, primary_code
 from rollouts.projections.files import CatalogLost
 from rollouts.projections.projection import Projection
 
-# SQLite's primary result codes that say "this file is not what it should be", not "try again":
-# SQLITE_ERROR (no such table, no such column, ...), SQLITE_CORRUPT, SQLITE_SCHEMA, SQLITE_NOTADB.
-# Busy, locked, full, I/O and permission errors are about the machine, never a reason to rebuild.
-_BROKEN_CODES = frozenset({1, 11, 17, 26})
-_BUILD_AGAIN_CODES = _BROKEN_CODES | {10}  # and SQLITE_IOERR, for a build (see broke_a_file)
+_BUILD_AGAIN_CODES = BROKEN_CODES | {10}  # and SQLITE_IOERR, for a build (see broke_a_file)
 
 
 class WorkerFailed(RuntimeError):
@@ -40,17 +36,6 @@ class BrokenView(StoreProblem):
         self.why = why
 
 
-def _primary_code(error: BaseException) -> int | None:
-    """SQLite's primary result code of `error`, None when it is not an SQLite error."""
-    code = getattr(error, "sqlite_errorcode", None)
-    return code & 0xFF if isinstance(error, sqlite3.DatabaseError) and code is not None else None
-
-
-def is_broken(error: BaseException) -> bool:
-    """Whether an SQLite error says the file itself is wrong (random bytes, truncated, other schema)."""
-    return _primary_code(error) in _BROKEN_CODES
-
-
 def broke_a_file(error: BaseException) -> bool:
     """Whether `error`, raised by a build, says that a file it read or wrote is not what it should be:
     an SQLite error of that kind (`is_broken`), or an I/O error (its side files removed under it, as
@@ -62,21 +47,7 @@ def broke_a_file(error: BaseException) -> bool:
         return True
     if isinstance(error, WorkerFailed):
         return error.broken
-    return any(_primary_code(e) in _BUILD_AGAIN_CODES for e in (error, error.__cause__) if e is not None)
-
-
-def file_problem(path: Path) -> str | None:
-    """What `stat` shows wrong with a view's file (None when nothing, or when it is gone, link and all).
-
-    Never opened here: closing a descriptor of a database file would drop the POSIX locks
-    this process's SQLite connections hold on it. SQLite reads the first bytes itself."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return "a link to nothing" if path.is_symlink() else None
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    return "zero length" if st.st_size == 0 else None
+    return any(primary_code(e) in _BUILD_AGAIN_CODES for e in (error, error.__cause__) if e is not None)
 
 
 def catalog_readable(path: Path) -> bool:

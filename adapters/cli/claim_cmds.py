@@ -7,7 +7,8 @@ import os
 import click
 
 from rollouts.adapters.claim_check import check as check_claim
-from rollouts.adapters.cli.output import emit_json, output_option
+from rollouts.adapters.claim_check import report
+from rollouts.adapters.cli.output import output_option
 from rollouts.adapters.cli.state import State
 
 
@@ -51,13 +52,9 @@ def check(ctx: click.Context, claim_id: str | None, output: str) -> None:
     if not claim_id:
         raise click.UsageError("give CLAIM (LOG_ID:POSITION) or run where ROLLOUT_CLAIM is set (in a deployer)")
     state = _state_of_the_deployer(ctx)
-    verdict = check_claim(state.app, claim_id)
-    if output == "json":
-        emit_json({"claim": claim_id, "holds": verdict.holds, "why": verdict.why})
-    else:
-        click.echo(f"{'ok' if verdict.holds else 'ended'}: {verdict.why}")
-    if not verdict.holds:
-        raise click.exceptions.Exit(1)
+    code = report(claim_id, check_claim(state.backend, claim_id), output)
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 def _state_of_the_deployer(ctx: click.Context) -> State:

@@ -45,6 +45,8 @@ def test_a_deployer_checks_its_claim_and_the_claim_ends_with_its_attempt(rollout
     assert claim.split(":")[0] == log_id
     ended = r.sh("claim", "check", claim)
     assert ended.exit_code == 1 and "Complete: the claim has ended" in ended.stdout
+    through_click = r.sh("--home", str(r.home), "claim", "check", claim)  # not the fast path: the same check
+    assert (through_click.exit_code, through_click.stdout) == (ended.exit_code, ended.stdout)
     document = json.loads(r.sh("claim", "check", claim, "-o", "json").stdout)
     assert document["holds"] is False and document["claim"] == claim
 
@@ -89,3 +91,14 @@ def test_no_reachable_log_is_exit_5_and_a_bad_claim_is_a_usage_error(rollouts: R
         assert refused.exit_code == 2 and "LOG_ID:POSITION" in refused.stderr
     missing = rollouts.sh("claim", "check")
     assert missing.exit_code == 2 and "ROLLOUT_CLAIM" in missing.stderr
+
+
+def test_claim_check_starts_without_the_command_lines_imports(rollouts: Rollouts) -> None:
+    """A deployer runs it before each side effect: click, pydantic and the application stay unimported."""
+    assert rollouts.sh("config", "create", "web", "--", "true").exit_code == 0
+    claim = "0123456789abcdef0123456789abcdef:1"
+    result = rollouts.sh("claim", "check", claim, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert result.exit_code == 1 and result.stdout.startswith("ended: ")
+    imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "rollouts.adapters.claim_check" in imported
+    assert not imported & {"click", "pydantic", "eventsourcing.application", "rollouts.adapters.application"}
