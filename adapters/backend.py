@@ -71,6 +71,7 @@ class Backend(Protocol):
 
     store: StoreURL
     shared: bool  # several hosts may share the log: claims need leases and heartbeats
+    roles: bool  # the store has database roles: each event records its writer's (db_user, DESIGN 7.8)
     lease: LeaseSQL
 
     def shown(self) -> str:

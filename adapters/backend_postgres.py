@@ -25,6 +25,7 @@ class PostgresBackend:
     """The log in `url`'s schema, through eventsourcing's postgres module."""
 
     shared = True  # several hosts' controllers claim through it
+    roles = True  # each event records the session user, checked by the server (recorder_postgres)
     lease = LeaseSQL(now="extract(epoch from clock_timestamp())", mark="%s", greatest="greatest")
 
     def __init__(self, url: PostgresURL) -> None:
@@ -85,14 +86,17 @@ class PostgresBackend:
                         " creates none; a write (config create, log import) makes it"
                     )
                 return construct({**self.env(), "CREATE_TABLE": "no"})
-            return self._create_and(lambda: construct(self.env()))
+            return self._create_and(
+                lambda: construct(self.env()), lambda: construct({**self.env(), "CREATE_TABLE": "no"})
+            )
         except StoreUnavailable:
             raise
         except Exception as error:  # noqa: BLE001 - any driver error means "cannot use the store"
             raise StoreUnavailable(self.describe(error)) from None
 
-    def _create_and(self, construct: Callable[[], T]) -> T:
-        """Create the schema and tables under an advisory lock (concurrent opens collide)."""
+    def _create_and(self, construct: Callable[[], T], construct_as_is: Callable[[], T]) -> T:
+        """Create the schema and tables under an advisory lock (concurrent opens collide); a log there
+        already whose tables another role owns is opened as it is (`construct_as_is`)."""
         with self.connect() as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
             try:
@@ -101,9 +105,19 @@ class PostgresBackend:
                     found = conn.execute("SELECT to_regnamespace(%s)", (f'"{self.url.schema}"',)).fetchone()
                     if found is not None and found[0] is None:
                         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.url.schema}"')
+                if self._owned_by_another(conn):  # a person's role: it writes to the log, never its DDL
+                    return construct_as_is()
                 return construct()
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+    def _owned_by_another(self, conn: Any) -> bool:
+        """Whether the log is there and its owner is a role this session is not (nor a member of)."""
+        found = conn.execute(
+            "SELECT pg_has_role(session_user, relowner, 'MEMBER') FROM pg_class WHERE oid = to_regclass(%s)",
+            (f'"{self.schema}".{APP_NAME}_events',),
+        ).fetchone()
+        return found is not None and not found[0]
 
     def has_log(self) -> bool:
         try:

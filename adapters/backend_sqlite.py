@@ -24,6 +24,7 @@ class SQLiteBackend:
     """The log in the home's events.db, through eventsourcing's sqlite module."""
 
     shared = False  # one home, one host
+    roles = False  # a file has no roles: --approval-identity db is refused
     lease = LeaseSQL(now="((julianday('now') - 2440587.5) * 86400.0)", mark="?", greatest="max")
 
     def __init__(self, home: Home) -> None:

@@ -21,7 +21,9 @@ def os_user() -> str:
     return f"{account}@{socket.gethostname()}"
 
 
-def new_meta(actor: str, **extra: Any) -> dict[str, Any]:
-    """An event's metadata: `actor` is what --as says; `os_user` who ran the command, whatever it says."""
+def new_meta(actor: str, db_user: str | None = None, **extra: Any) -> dict[str, Any]:
+    """An event's metadata: `actor` is what --as says; `os_user` who ran the command, whatever it says;
+    `db_user` the database role the store's server knows the writer as (PostgreSQL, which checks it)."""
 
-    return {"actor": actor, "os_user": os_user(), "correlation_id": uuid.uuid4().hex, **extra}
+    meta = {"actor": actor, "os_user": os_user(), "correlation_id": uuid.uuid4().hex, **extra}
+    return meta if db_user is None else {**meta, "db_user": db_user}

@@ -41,6 +41,30 @@ if TYPE_CHECKING:
     from rollouts.adapters.backend import Backend
 
 
+WRITER_CHECK = "rollouts_writer_check"  # the trigger, and its function, that hold writers to their own role
+
+# Every role but the events table's owner (and superusers) appends only, and as itself: an event's
+# meta.db_user must be the session user. The owner is not held to it: it may drop the trigger anyway, and
+# it imports logs that others wrote. search_path is fixed: a caller's own functions must not stand in.
+_WRITER_FUNCTION = """CREATE OR REPLACE FUNCTION {0}() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $body$
+BEGIN
+  IF pg_has_role(session_user, (SELECT relowner FROM pg_class WHERE oid = TG_RELID), 'MEMBER') THEN
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+  END IF;
+  IF TG_OP <> 'INSERT' THEN
+    RAISE EXCEPTION 'the event log is append-only: % refused for role %', TG_OP, session_user
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF (convert_from(NEW.state, 'UTF8')::jsonb #>> '{{meta,db_user}}') IS DISTINCT FROM session_user::text THEN
+    RAISE EXCEPTION 'an event''s db_user must be the session user, %', session_user
+      USING ERRCODE = 'insufficient_privilege';  -- not an integrity error: no conflict to decide again
+  END IF;
+  RETURN NEW;
+END $body$"""
+_WRITER_TRIGGER = "CREATE TRIGGER {0} BEFORE INSERT OR UPDATE OR DELETE ON {1} FOR EACH ROW EXECUTE FUNCTION {2}()"
+
+
 def _text(sql: str, *parts: Any) -> str:
     """A statement as text: psycopg renders a composed statement at every execute, text it caches."""
     return SQL(sql).format(*parts).as_string(None)  # type: ignore[arg-type]
@@ -51,6 +75,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
 
     backend: Backend  # set by adapters.bootstrap, which opened it
     _log_id: str | None = None  # the store's log id, read at its first save (fixed once made)
+    _session_user: str | None = None
 
     def __init__(self, datastore: Any, *, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
@@ -103,6 +128,27 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         if self.log_id() is None:
             with self.datastore.transaction(commit=True) as curs:
                 curs.execute(SQL("INSERT INTO {0} VALUES (%s, now())").format(self._log_table), (uuid.uuid4().hex,))
+        self._check_writers()
+
+    def _check_writers(self) -> None:
+        """Make the trigger that holds each writer to its own role, once (a log made before it gets it at
+        its owner's next write; backend_postgres opens the log as another role without any DDL)."""
+        schema = Identifier(self.datastore.schema)
+        function = SQL("{0}.{1}").format(schema, Identifier(WRITER_CHECK))
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "SELECT 1 FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname = %s",
+                (self._events.as_string(curs.connection), WRITER_CHECK),
+            )
+            if curs.fetchone() is None:
+                curs.execute(SQL(_WRITER_FUNCTION).format(function))  # type: ignore[arg-type]
+                curs.execute(SQL(_WRITER_TRIGGER).format(Identifier(WRITER_CHECK), self._events, function))  # type: ignore[arg-type]
+
+    def session_user(self) -> str:
+        """The role the server knows this recorder's connections as: each event records it (db_user)."""
+        if self._session_user is None:
+            self._session_user = first_value(self._query("SELECT session_user", ()))
+        return self._session_user or ""
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """The library's save (lock, notify, insert), chained, in two round trips, not five: all up to

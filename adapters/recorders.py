@@ -241,6 +241,10 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def log_id(self) -> str | None:
         return first_value(self._query(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1", ()))
 
+    def session_user(self) -> str | None:
+        """A file has no database roles: its events record no db_user."""
+        return None
+
     def take_log_id(self, log_id: str) -> None:
         """Name the log anew (a rebind onto an older copy: its next positions are not the old log's)."""
         with self.datastore.transaction(commit=True) as c:

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from rollouts.domain import ids, phases
+from rollouts.domain import approval, ids, phases
 from rollouts.domain.errors import DomainError, IllegalTransition
 from rollouts.domain.names import HOOK_TRIES
 from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED
@@ -36,6 +36,8 @@ class Deployment(Aggregate):
 
     needs_approval = False  # class defaults: deployments recorded before approvals existed need none
     requested_by: str | None = None
+    requester = approval.Who()  # who asked for this attempt, all the log says of them
+    approval_identity = approval.DEFAULT
     approved_by: str | None = None
     measured = 0  # the attempt's measurements so far (their names count from 1 across its steps)
     full = False  # promoted with --full: straight to the last step, no more verification or pause
@@ -72,7 +74,9 @@ class Deployment(Aggregate):
         self.step: Step | None = None
         self.cancel_requested = False
         self.needs_approval = bool(spec.get("require_approval"))
+        self.approval_identity = approval.mode_of(spec.get("approval_identity"))
         self.requested_by = meta.get("actor")  # who asked for this attempt: never its approver
+        self.requester = approval.Who.of(meta)
         self.approved_by: str | None = None
         self._new_attempt()
 
@@ -252,10 +256,15 @@ class Deployment(Aggregate):
         else:
             self._cancelled(attempt=self.attempt, meta=meta)
 
-    def retry(self, meta: Meta, needs_approval: bool = False) -> None:
+    def retry(
+        self, meta: Meta, needs_approval: bool = False, identity: approval.ApprovalIdentity = approval.DEFAULT
+    ) -> None:
         if self.phase != phases.FAILED:
             raise DomainError(f"revision {self.revision} is {self.phase}: only a Failed deployment can be retried")
-        self._retry_requested(attempt=self.attempt + 1, needs_approval=needs_approval, meta=meta)
+        # Null for the default: such a retry reads as one written before modes existed.
+        mode = str(identity) if needs_approval and identity != approval.DEFAULT else None
+        attempt = self.attempt + 1
+        self._retry_requested(attempt=attempt, needs_approval=needs_approval, meta=meta, approval_identity=mode)
 
     def end_pause(self, meta: Meta) -> None:
         """A timed pause has run its time (the controller decides when, from the log's timestamps)."""
@@ -309,11 +318,10 @@ class Deployment(Aggregate):
             raise DomainError(f"revision {self.revision} of {self.config} needs no approval")
         if self.phase != phases.NEW or self.approved_by is not None:
             raise DomainError(f"revision {self.revision} of {self.config} is not waiting for an approval")
-        if meta.get("actor") == self.requested_by:
-            raise DomainError(
-                f"{self.requested_by} asked for revision {self.revision} attempt {self.attempt}:"
-                " another actor must approve it"
-            )
+        what = f"revision {self.revision} attempt {self.attempt}"
+        refused = approval.refusal(self.approval_identity, self.requester, approval.Who.of(meta), what)
+        if refused is not None:
+            raise DomainError(refused)
         self._approved(attempt=self.attempt, meta=meta)
 
     # -- helpers -------------------------------------------------------------
@@ -516,9 +524,13 @@ class Deployment(Aggregate):
         self.approved_by = meta.get("actor")
 
     @event("RetryRequested")
-    def _retry_requested(self, attempt: int, meta: Meta, needs_approval: bool = False) -> None:
+    def _retry_requested(
+        self, attempt: int, meta: Meta, needs_approval: bool = False, approval_identity: str | None = None
+    ) -> None:
         self.needs_approval = needs_approval
+        self.approval_identity = approval.mode_of(approval_identity)
         self.requested_by = meta.get("actor")
+        self.requester = approval.Who.of(meta)
         self.approved_by = None
         self.attempt = attempt
         self.reason = None

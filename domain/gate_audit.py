@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from rollouts.domain import approval
 from rollouts.domain.audit import Violation
 from rollouts.domain.freeze import in_force
 
@@ -25,7 +26,8 @@ class GateAuditor:
     def __init__(self) -> None:
         self.freezes: dict[str | None, dict[str, Any] | None] = {}  # config name (None: all) -> freeze
         self.needs: dict[tuple[str, int], bool] = {}
-        self.asked_by: dict[tuple[str, int], str | None] = {}
+        self.asked_by: dict[tuple[str, int], approval.Who] = {}
+        self.modes: dict[tuple[str, int], approval.ApprovalIdentity] = {}
         self.approved: dict[tuple[str, int], str | None] = {}
         self.violations: list[Violation] = []
 
@@ -42,19 +44,33 @@ class GateAuditor:
         key = (config, revision)
         if type_ in ("Created", "RetryRequested"):
             spec = data.get("spec") or {}
-            self.needs[key] = bool(spec.get("require_approval") if type_ == "Created" else data.get("needs_approval"))
-            self.asked_by[key] = meta.get("actor")
+            created = type_ == "Created"
+            self.needs[key] = bool(spec.get("require_approval") if created else data.get("needs_approval"))
+            source = spec if created else data
+            self.modes[key] = approval.mode_of(source.get("approval_identity"))
+            self.asked_by[key] = approval.Who.of(meta)
             self.approved[key] = None
         elif type_ == "Approved":
-            self.approved[key] = meta.get("actor")
-            if meta.get("actor") == self.asked_by.get(key):
-                self._flag(position, key, "G2", f"approved by {meta.get('actor')}, who asked for it")
+            self._approved(position, key, meta, data.get("attempt"))
         elif type_ == "DeployerClaimed":
             self._claimed(position, key, at)
 
+    def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: Any) -> None:
+        """The approval is held to the rule of its attempt's mode, from what the log records of both."""
+        approver, asked = approval.Who.of(meta), self.asked_by.get(key, approval.Who())
+        self.approved[key] = approver.actor
+        mode = self.modes.get(key, approval.DEFAULT)
+        refused = approval.refusal(mode, asked, approver, f"revision {key[1]} attempt {attempt}")
+        if approver.actor == asked.actor:
+            self._flag(position, key, "G2", f"approved by {approver.actor}, who asked for it")
+        elif refused is not None:
+            self._flag(position, key, "G2", f"approved by {approver.actor}, who may not: {refused}")
+
     def _claimed(self, position: int, key: tuple[str, int], at: str) -> None:
         if self.needs.get(key) and self.approved.get(key) is None:
-            self._flag(position, key, "G2", f"claimed without an approval (attempt asked for by {self.asked_by[key]})")
+            self._flag(
+                position, key, "G2", f"claimed without an approval (attempt asked for by {self.asked_by[key].actor})"
+            )
         moment = datetime.fromisoformat(at)
         for scope, name in (("config", key[0]), ("all", None)):
             freeze = self.freezes.get(name)

@@ -8,6 +8,7 @@ from typing import Any
 
 from eventsourcing.domain import Aggregate
 
+from rollouts.domain import approval
 from rollouts.domain import freeze as freezes
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
@@ -52,7 +53,8 @@ def auto_rollback(
     config.record_rollback(failed.revision, source.revision, failed.reason or "", meta)
     config.change_spec(spec, meta)
     # One step, and no approval: it restores a spec that ran (DESIGN 7.6).
-    one_step = {k: v for k, v in config.spec.items() if k not in ("steps", "step_pause", "require_approval")}
+    unused = ("steps", "step_pause", "require_approval", "approval_identity")
+    one_step = {k: v for k, v in config.spec.items() if k not in unused}
     cause = f"{AUTO_ROLLBACK} {source.revision}"
     message = f"version {failed.revision} failed: {failed.reason}"
     return trigger(config, [], cause=cause, message=message, supersede=False, meta=meta, spec=one_step, automatic=True)
@@ -99,7 +101,8 @@ def cancel(config: DeploymentConfig, open_deployments: Sequence[Deployment], met
 def retry(config: DeploymentConfig, deployment: Deployment, meta: Meta) -> list[Aggregate]:
     if deployment.revision != config.latest_revision:
         raise DomainError(f"only the latest revision ({config.latest_revision}) can be retried")
-    deployment.retry(meta, needs_approval=bool(config.spec.get("require_approval")))
+    identity = approval.mode_of(config.spec.get("approval_identity"))
+    deployment.retry(meta, bool(config.spec.get("require_approval")), identity)
     config.reopen(deployment.revision, deployment.attempt, meta)
     return [config, deployment]
 

@@ -64,6 +64,7 @@ class Spec(BaseModel):
     pre_hook: Hook | None = None
     post_hook: Hook | None = None
     require_approval: bool = False  # each deployment and retry waits for `rollout approve` by another actor
+    approval_identity: Literal["label", "os", "db"] = "label"  # who counts as another (domain/approval.py)
     # DESIGN 7.6: steps, verification, automatic rollback. Left out of the stored data at their defaults.
     steps: list[int] | None = None  # the weights, strictly increasing, the last 100; None: one step
     step_pause: int | Literal["manual"] = 0  # seconds between steps, or "manual": wait for `rollout promote`
@@ -128,10 +129,13 @@ class Spec(BaseModel):
         return self
 
     def _unstored(self) -> set[str]:
-        """An empty pass_env, require_approval when off, and the fields of 7.6 at their defaults, are
-        left out of the data: specs without them stay as they were written (and hash the same)."""
-        unstored = (set() if self.pass_env else {"pass_env"}) | (
-            set() if self.require_approval else {"require_approval"}
+        """An empty pass_env, require_approval when off, approval_identity when label, and the fields of 7.6
+        at their defaults, are left out of the data: specs without them stay as they were written (and hash
+        the same)."""
+        unstored = (
+            (set() if self.pass_env else {"pass_env"})
+            | (set() if self.require_approval else {"require_approval"})
+            | (set() if self.approval_identity != "label" else {"approval_identity"})
         )
         return unstored | {f for f, default in STEP_DEFAULTS.items() if getattr(self, f) == default}
 
@@ -146,7 +150,9 @@ class Spec(BaseModel):
     def rollout_part(self) -> dict[str, Any]:
         """What a deployment runs; a change here is a config change. (With pass_env even when empty:
         `undo` lays it over the current spec.)"""
-        return self.model_dump(mode="json", exclude={"history_limit", "trigger", "require_approval", "auto_rollback"})
+        return self.model_dump(
+            mode="json", exclude={"history_limit", "trigger", "require_approval", "approval_identity", "auto_rollback"}
+        )
 
     def hook(self, which: str) -> Hook | None:
         return self.pre_hook if which == "pre" else self.post_hook

@@ -50,7 +50,8 @@ def has_type(db: sqlite_utils.Database, type_: str) -> bool:
 
 
 def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
-    """The events `only` lets through, in log order, with `data` decoded and who ran the command (`os_user`)."""
+    """The events `only` lets through, in log order, with `data` decoded and who ran the command (`os_user`,
+    and on PostgreSQL the database role, `db_user`)."""
     if only.config is not None and only.revision is not None:
         require_revision(db, only.config, only.revision)
     elif only.config is not None:
@@ -74,7 +75,9 @@ def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
     rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position{page}", args))
     for row in rows:
         row["data"] = document(row["data"])[1]
-        row["os_user"] = (row["data"].get("meta") or {}).get("os_user")  # null for events written before it
+        meta = row["data"].get("meta") or {}
+        row["os_user"] = meta.get("os_user")  # null for events written before it
+        row["db_user"] = meta.get("db_user")  # null on SQLite, and for events written before it
     return rows
 
 

@@ -50,6 +50,7 @@ def configs(db: sqlite_utils.Database, name: str | None = None, now: datetime | 
         row["spec"] = json.loads(row["spec"])
         row["spec"].setdefault("pass_env", [])  # left out of the stored spec when empty
         row["spec"].setdefault("require_approval", False)  # left out when off
+        row["spec"].setdefault("approval_identity", "label")  # left out at its default
         for key, default in STEP_DEFAULTS.items():  # the fields of 7.6: left out at their defaults
             row["spec"].setdefault(key, default)
         row["paused"] = bool(row["paused"])

@@ -13,7 +13,13 @@ from rollouts.adapters.cli.as_of import as_of_option, history_at
 from rollouts.adapters.cli.output import emit_json, output_option, show
 from rollouts.adapters.cli.params import name_argument
 from rollouts.adapters.cli.rollout_cmds import freeze_text
-from rollouts.adapters.cli.spec_options import changed_spec, refuse_removals, spec_options, warn_secret_env
+from rollouts.adapters.cli.spec_options import (
+    changed_spec,
+    refuse_removals,
+    refuse_roles_unknown,
+    spec_options,
+    warn_secret_env,
+)
 from rollouts.adapters.cli.state import State, pass_reader, pass_state
 from rollouts.domain.errors import NotFound
 from rollouts.projections import history_queries
@@ -46,6 +52,7 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
       rollouts config create db --pass-env DB_TOKEN -- ./migrate.sh   # value read at launch
     """
     refuse_removals(options)
+    refuse_roles_unknown(options, state.backend.roles)
     spec = changed_spec({}, command, options)
     revision = state.app.create_config(name, spec, state.meta())
     warn_secret_env(options["env"])  # once recorded: a refused command prints its error line only
@@ -72,6 +79,7 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
       rollouts config set web --pre-hook ''            # remove the pre hook
       rollouts config set web -- ./deploy.sh --v2
     """
+    refuse_roles_unknown(options, state.backend.roles)
     changed, revision = state.app.set_config(
         name, lambda spec: changed_spec(spec.to_data(), command, options), state.meta()
     )
@@ -120,7 +128,7 @@ def show_(state: State, name: str, as_of: int | str | None, output: str) -> None
         ("Trigger", spec["trigger"]),
         ("Pre hook", _hook(spec["pre_hook"])),
         ("Post hook", _hook(spec["post_hook"])),
-        ("Approval", "required (rollout approve)" if spec["require_approval"] else "not required"),
+        ("Approval", _approval(spec)),
         *_step_lines(spec),
         ("Paused", "yes" if row["paused"] else "no"),
         ("Frozen", "; ".join(freeze_text(f) for f in row["freezes"]) or "no"),
@@ -148,6 +156,13 @@ def _step_lines(spec: dict[str, Any]) -> list[tuple[str, str]]:
     if spec.get("auto_rollback"):
         lines.append(("Auto rollback", "on"))
     return lines
+
+
+def _approval(spec: dict[str, Any]) -> str:
+    if not spec["require_approval"]:
+        return "not required"
+    by = {"os": " by another OS user", "db": " by another database role"}.get(spec["approval_identity"], "")
+    return f"required (rollout approve{by})"
 
 
 def _hook(hook: dict[str, Any] | None) -> str:

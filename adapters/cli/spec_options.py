@@ -108,6 +108,12 @@ def spec_options(f: F) -> F:
             default=None,
             help="Each new deployment and retry waits for `rollout approve` by another actor.",
         ),
+        click.option(
+            "--approval-identity",
+            type=click.Choice(["label", "os", "db"]),
+            help="Who counts as another approver: label (--as differs; default), os (OS user too),"
+            " db (PostgreSQL role).",
+        ),
         *step_options(),
     ]
     for option in reversed(options):
@@ -186,6 +192,15 @@ def hook_change(
     return current
 
 
+def refuse_roles_unknown(options: dict[str, Any], roles: bool) -> None:
+    """`--approval-identity db` on a store with no database roles (SQLite) could never be met."""
+    if options["approval_identity"] == "db" and not roles:
+        raise click.BadParameter(
+            "db needs a PostgreSQL store (a SQLite file has no database roles); use label or os",
+            param_hint="--approval-identity",
+        )
+
+
 def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[str, Any]) -> Any:
     """The spec `data` with the given options applied; a one-line error when invalid."""
     from pydantic import ValidationError
@@ -195,7 +210,7 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
         new["command"] = list(command)
     new["env"] = merged_env(data.get("env", {}), options["env"])
     new["pass_env"] = merged_pass_env(data.get("pass_env", []), options["pass_env"])
-    for key in ("timeout", "history_limit", "trigger", "require_approval"):
+    for key in ("timeout", "history_limit", "trigger", "require_approval", "approval_identity"):
         if options[key] is not None:
             new[key] = options[key]
     _step_changes(new, options)

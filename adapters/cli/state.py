@@ -168,7 +168,7 @@ class State:
 
     def meta(self, **extra: Any) -> dict[str, Any]:
 
-        return new_meta(self.actor, **extra)
+        return new_meta(self.actor, self.app.recorder.session_user(), **extra)
 
     def log_problem(self, recorder: Any) -> str | None:
         """Why this home must not act on the store's log (another log, one that went back, or one whose

@@ -59,7 +59,9 @@ class Executor:
         return self._writers(position)
 
     def meta(self, notification_id: int | None = None) -> dict[str, Any]:
-        return new_meta(self.actor, notification_id=notification_id, claimant=self.claimant)
+        return new_meta(
+            self.actor, self.app.recorder.session_user(), notification_id=notification_id, claimant=self.claimant
+        )
 
     def run(self, action: Action, notification_id: int | None = None) -> None:
         self.run_batch((action,), notification_id)

@@ -260,6 +260,25 @@ CASES = [
     ),
     pytest.param(["notify", "add", "Bad_Name", "--url", "http://h/"], USAGE, ("DNS-1123",), id="sink name"),
     pytest.param(["notify", "remove", "nope"], MISSING, ("sink 'nope' not found",), id="remove of no sink"),
+    # who may approve (7.8): SQLite has no database roles
+    pytest.param(
+        ["config", "create", "api", "--approval-identity", "db", "--", "true"],
+        USAGE,
+        ("--approval-identity", "needs a PostgreSQL store"),
+        id="create approval identity db on sqlite",
+    ),
+    pytest.param(
+        ["config", "set", "web", "--approval-identity", "db"],
+        USAGE,
+        ("--approval-identity", "needs a PostgreSQL store"),
+        id="set approval identity db on sqlite",
+    ),
+    pytest.param(
+        ["config", "create", "api", "--approval-identity", "ldap", "--", "true"],
+        USAGE,
+        ("'ldap' is not one of 'label', 'os', 'db'",),
+        id="unknown approval identity",
+    ),
     # freezes and approvals, asked by alice, who triggered web's version 1
     *(
         pytest.param(["--as", "alice", *args], code, (words,), id=f"gates {' '.join(args)}")

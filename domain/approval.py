@@ -1,0 +1,67 @@
+"""Who may approve an attempt (DESIGN 7.8): the rule of each `--approval-identity`, from the events' metadata.
+
+Every mode keeps the four-eyes rule on labels (the `--as` actors differ). `os` also needs the OS accounts
+that ran the two commands (`os_user`) to differ; `db` the database roles (`db_user`, the PostgreSQL
+session user the server checked at each insert). A fact the log does not hold (an event written before
+it was recorded, or on a store with no roles) proves nothing: the approval is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class ApprovalIdentity(StrEnum):
+    LABEL = "label"
+    OS = "os"
+    DB = "db"
+
+
+DEFAULT = ApprovalIdentity.LABEL
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who recorded an event, as its metadata says."""
+
+    actor: str | None = None
+    os_user: str | None = None
+    db_user: str | None = None
+
+    @classmethod
+    def of(cls, meta: Mapping[str, Any]) -> Who:
+        return cls(meta.get("actor"), meta.get("os_user"), meta.get("db_user"))
+
+
+# The facts each mode compares, beyond the label: (field of Who, how a refusal names it).
+_FACTS: dict[ApprovalIdentity, tuple[tuple[str, str], ...]] = {
+    ApprovalIdentity.LABEL: (),
+    ApprovalIdentity.OS: (("os_user", "OS user"),),
+    ApprovalIdentity.DB: (("db_user", "database role"),),
+}
+
+
+def mode_of(value: str | None) -> ApprovalIdentity:
+    """The mode a spec or an event names (absent: the default, as written before modes existed)."""
+    return ApprovalIdentity(value) if value else DEFAULT
+
+
+def refusal(mode: ApprovalIdentity, requester: Who, approver: Who, what: str) -> str | None:
+    """Why `approver` may not approve `what` (an attempt) that `requester` asked for under `mode`; None
+    when they may."""
+    if approver.actor == requester.actor:
+        return f"{requester.actor} asked for {what}: another actor must approve it"
+    for field, named in _FACTS[mode]:
+        asked, approving = getattr(requester, field), getattr(approver, field)
+        if asked is None or approving is None:
+            whose = f"the request for {what}" if asked is None else "this approval"
+            return f"approval identity {mode}: {whose} records no {named}, so the two cannot be told apart"
+        if asked == approving:
+            return (
+                f"{requester.actor} asked for {what} as {named} {asked}: approval identity {mode} needs"
+                f" another {named} to approve it"
+            )
+    return None
