@@ -11,7 +11,7 @@ own CLI fork server (bench/cli_server.py, started in the namespace: every comman
 process there). Each reaches PostgreSQL (127.0.0.1:5432) only through its fault proxy in the root
 namespace, on the veth's root address (bench/nemesis_net.py). The log is in a schema of the run's
 own, dropped at the end; namespaces and veths are removed at the end, on failure too, and those an
-earlier run left (named nmz...) at the start.
+earlier run left (named nmz...) at the start: so run one nemesis at a time on a machine.
 
 Faults (bench/nemesis_faults.py), seeded, one window per host at a time, every kind as often:
 partition (both ways), replies lost (COMMIT's outcome unknown), delay past the lease, connection
@@ -403,6 +403,8 @@ class Nemesis(FaultDriver, NemesisChecks):
         self.issue()
         self.progress()
         settled = self.settle()
+        with open(self.tmp / "windows.jsonl", "w") as f:
+            f.writelines(json.dumps(w.__dict__) + "\n" for w in self.windows)
         watcher.join(30)
         result = self.check(settled)
         failed = bool(result["violations"]) or not settled

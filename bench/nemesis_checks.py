@@ -229,7 +229,16 @@ class NemesisChecks:
 
     def stop_times(self, runs: dict[str, list[dict[str, Any]]], events: list[Any]) -> dict[str, Any]:
         """From a host's last lease renewal to its deployer's stop (deployers that wrote no `end`)."""
-        claimant_of = {e["position"]: e["data"].get("claimant") for e in events if e["type"] == "DeployerClaimed"}
+        # Whose the deployer was: its attempt's claimant when it was created (a ClaimTaken hands a paused
+        # attempt to another controller, under the same claim position).
+        holder: dict[tuple[str, int], str] = {}
+        claimant_of: dict[str, str] = {}
+        for e in sorted(events, key=lambda e: e["position"]):
+            key = (e["config"], e["version"])
+            if e["type"] in ("DeployerClaimed", "ClaimTaken") and e["data"].get("claimant"):
+                holder[key] = e["data"]["claimant"]
+            elif e["type"] == "DeployerCreated" and e["data"].get("name") and key in holder:
+                claimant_of[e["data"]["name"]] = holder[key]
         host_of = {h.claimant: h.index for h in self.hosts if h.claimant}
         worst, worst_paused, counted = 0.0, 0.0, 0
         example: dict[str, Any] = {}
@@ -238,7 +247,7 @@ class NemesisChecks:
             died = self.deaths.get(name)
             if r["end"] is not None or died is None:
                 continue
-            claimant = claimant_of.get(r["claim"])
+            claimant = claimant_of.get(name)
             before = [t for t in self.renewals.get(claimant or "", []) if t <= died]
             if not before:
                 continue
