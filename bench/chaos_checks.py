@@ -270,10 +270,13 @@ def late(op: Op) -> bool:
     return until is not None and op.t1 >= datetime.fromisoformat(until).timestamp()
 
 
+ASKED = ("CancelRequested", "AbortRequested")  # an abort asks for the cancel too
+
+
 def not_cancel_requested(op: Op, streams: dict[tuple[str, int], list[dict[str, Any]]]) -> list[int]:
     """The versions a `rollout cancel` that exited 0 printed whose cancel the log does not hold: not its
     own CancelRequested (a retry by another command after it, even before this one ended, takes
-    nothing away from it), nor, by the time the command ended, one before it that no retry followed
+    nothing away from it), nor, by the time the command ended, one before it (or an abort) that no retry followed
     (a cancel of a deployment whose cancel is already requested is acknowledged and appends nothing)."""
     printed = [int(v) for v in re.findall(r"\d+", op.out.partition(" version ")[2])]
     missing = []
@@ -283,9 +286,9 @@ def not_cancel_requested(op: Op, streams: dict[tuple[str, int], list[dict[str, A
             continue
         last = None
         for e in events:
-            if e["type"] in ("CancelRequested", "RetryRequested") and (epoch(e["timestamp"]) or math.inf) <= op.t1:
+            if e["type"] in (*ASKED, "RetryRequested") and (epoch(e["timestamp"]) or math.inf) <= op.t1:
                 last = e["type"]
-        if last != "CancelRequested":
+        if last not in ASKED:
             missing.append(version)
     return missing if printed else [0]  # (no version printed: nothing to show for the exit 0)
 

@@ -228,9 +228,10 @@ class ForkedCli:
 
     mode = "fork"
 
-    def __init__(self, cwd: Path, env: dict[str, str], log: Path) -> None:
+    def __init__(self, cwd: Path, env: dict[str, str], log: Path, prefix: tuple[str, ...] = ()) -> None:
+        """`prefix`: an argv the server runs under (`ip netns exec NS`: every command then runs there)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [sys.executable, str(Path(__file__).resolve()), str(theirs.fileno())]
+        argv = [*prefix, sys.executable, str(Path(__file__).resolve()), str(theirs.fileno())]
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(theirs.fileno(),)
