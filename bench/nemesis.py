@@ -160,7 +160,8 @@ class Nemesis(FaultDriver, NemesisChecks):
             env = {k: v for k, v in os.environ.items() if not k.startswith(("ROLLOUTS_", "NEMESIS_"))}
             env.update(
                 ROLLOUTS_HOME=str(host.home),
-                ROLLOUTS_STORE=f"postgresql://postgres@{net.root_ip}:{nemesis_net.PROXY_PORT}/test?schema={self.schema}",
+                ROLLOUTS_STORE=f"postgresql://postgres@{net.root_ip}:{nemesis_net.PROXY_PORT}/test"
+                f"?schema={self.schema}&application_name={self.schema}",  # terminate's mark: this run's clients
                 ROLLOUTS_LEASE_SECONDS=f"{self.lease:g}",
                 NEMESIS_CLOCK_FILE=host.clock_file,
                 PYTHONPATH=os.pathsep.join((str(CLOCK_DIR), str(REPO))),

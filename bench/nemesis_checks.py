@@ -143,6 +143,7 @@ class NemesisChecks:
             "ops": len(self.ops),
             "fault_windows": sum(windows.values()),
             "fault_windows_by_kind": dict(sorted(windows.items())),
+            "backends_terminated": sum(w.detail.get("backends", 0) for w in self.windows),
             "violations": {k: verdict.count(k) for k in VIOLATIONS if verdict.count(k)},
             **{k: verdict.count(k) for k in VIOLATIONS},
             "settled": settled,

@@ -11,8 +11,8 @@ Kinds (each window is one host's; a host has at most one window at a time):
   the deployers (processes with ROLLOUT_CLAIM in their environment) first, the rest 0.5 s later;
 - clock_step: the host's wall clock stepped by +-(L/2..2L) for 1-3 leases, then back (through
   bench/nemesis_clock/sitecustomize.py: every Python process of the host reads it);
-- terminate: pg_terminate_backend of every connection of the controllers (application_name
-  rollouts-controller, or all of the run's clients: instant);
+- terminate: pg_terminate_backend of every connection of the run's hosts (their store URLs name the
+  run's schema as application_name: nothing else on the server is touched): instant;
 - kill: the host's controller SIGKILLed, restarted 0-1 lease later.
 """
 
@@ -59,6 +59,8 @@ class FaultDriver:
     """Opens and closes fault windows on hosts (a part of nemesis.Nemesis)."""
 
     lease: float
+    schema: str  # the run's schema, and its clients' application_name
+    pg_url: str
     hosts: list[Any]
     windows: list[Window]
     lock: threading.Lock
@@ -124,14 +126,15 @@ class FaultDriver:
         host.paused = False
 
     def terminate_backends(self) -> int:
-        """pg_terminate_backend of every connection of the run's schema's clients but ours."""
+        """pg_terminate_backend of every connection of the run's hosts (application_name: the run's schema),
+        never another client of the server (tests running beside this run, say)."""
         import psycopg
 
         with psycopg.connect(self.pg_url, autocommit=True) as conn:
             rows = conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND pid <> pg_backend_pid() AND client_addr = '127.0.0.1'::inet AND application_name <> %s",
-                ("nemesis-harness",),
+                " AND pid <> pg_backend_pid() AND application_name = %s",
+                (self.schema,),
             ).fetchall()
         return len(rows)
 

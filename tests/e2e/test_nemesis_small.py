@@ -58,6 +58,7 @@ def nemesis(argv: list[str], budget: float) -> tuple[dict[str, Any], str]:
     assert proc.returncode == 0, why
     assert result["violations"] == {} and result["settled"] is True, why
     assert all(result["fault_windows_by_kind"].get(kind, 0) > 0 for kind in KINDS), why
+    assert result["backends_terminated"] > 0, why  # the run's own connections (its application_name) only
     assert result["rollouts"] > 0 and result["gt_ticks"] > 0, why
     return result, why
 
