@@ -16,6 +16,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from rollouts.adapters import chain
+from rollouts.adapters.backend import StoreUnavailable
 from rollouts.adapters.failures import missing_table
 from rollouts.adapters.recorders import (
     BATCH,
@@ -68,6 +69,19 @@ _WRITER_TRIGGER = "CREATE TRIGGER {0} BEFORE INSERT OR UPDATE OR DELETE ON {1} F
 def _text(sql: str, *parts: Any) -> str:
     """A statement as text: psycopg renders a composed statement at every execute, text it caches."""
     return SQL(sql).format(*parts).as_string(None)  # type: ignore[arg-type]
+
+
+class OutcomeUnknown(StoreUnavailable):
+    """A save whose transaction reached the server, and whose answer never came: the connection was lost,
+    and every retry's look for its events failed too. It may be saved or not; the caller must look, never
+    take it for failed (exit 5: stop, as for any store out of reach)."""
+
+    def __init__(self, error: BaseException) -> None:
+        said = " ".join(str(error).split()) or type(error).__name__
+        super().__init__(
+            "the connection to the log was lost while a write was being committed, and it stayed lost: the write"
+            f" may or may not be saved; look ('rollouts events') before repeating it ({said})"
+        )
 
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
@@ -163,19 +177,26 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             return None
         if self._log_id is None:  # read outside the save's transaction
             self._log_id = self.log_id()
-        return self._insert_retried(stored_events, kwargs.get("guards") or (), [], kwargs.get("head"))
+        tries: list[bool] = []  # per try: whether it sent its transaction to the server
+        try:
+            return self._insert_retried(stored_events, kwargs.get("guards") or (), tries, kwargs.get("head"))
+        except (InterfaceError, OperationalError) as error:
+            if any(tries):  # a COMMIT may have reached the server, and no look since could tell
+                raise OutcomeUnknown(error) from error
+            raise
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's insert_events
     def _insert_retried(
-        self, stored_events: Sequence[StoredEvent], guards: Guards, tries: list[None], head: int | None = None
+        self, stored_events: Sequence[StoredEvent], guards: Guards, tries: list[bool], head: int | None = None
     ) -> list[int]:
         if tries:
             found = self._committed(stored_events)
             if found is not None:
                 return found
         retried = bool(tries)
-        tries.append(None)
+        tries.append(False)
         with self.datastore.get_connection() as conn:
+            tries[-1] = True
             try:
                 return self._send(conn, stored_events, guards, head)
             except BaseException as error:

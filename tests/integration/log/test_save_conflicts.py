@@ -121,3 +121,58 @@ def test_a_save_whose_commit_was_still_under_way_when_the_retry_looked_is_saved_
         assert verify_log(app.recorder).ok
     finally:
         app.close()
+
+
+def test_a_save_whose_commit_answer_was_lost_while_the_server_stayed_away_is_told_unknown(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The COMMIT reached the server, its answer was lost, and every retry's look failed too: the save was
+    reported as a store that cannot be used, as if nothing were saved, though it was. It is now told as a
+    write whose outcome is unknown (exit 5 all the same: stop, and look)."""
+    from eventsourcing.persistence import OperationalError
+
+    from rollouts.adapters.recorder_postgres import ChainedPostgresRecorder, OutcomeUnknown
+
+    app = open_app(Home(tmp_path / "h"), postgres_url)
+    try:
+        app.create_config("web", Spec(command=["true"]), meta())
+        real, saved = ChainedPostgresRecorder._send, []
+
+        def answer_lost(self: Any, conn: Any, stored_events: Any, guards: Any, head: Any = None) -> list[int]:
+            saved.append(real(self, conn, stored_events, guards, head))  # committed by the server
+            raise OperationalError("server closed the connection unexpectedly")
+
+        def server_away(self: Any, stored_events: Any) -> None:
+            raise OperationalError("connection refused")
+
+        monkeypatch.setattr(ChainedPostgresRecorder, "_send", answer_lost)
+        monkeypatch.setattr(ChainedPostgresRecorder, "_committed", server_away)
+        head = app.recorder.max_notification_id()
+        with pytest.raises(OutcomeUnknown, match="may or may not be saved"):
+            app.latest("web", None, False, meta())
+        assert len(saved) == 1 and app.recorder.max_notification_id() == max(saved[0]) > head  # it was saved
+    finally:
+        app.close()
+
+
+def test_a_save_that_never_reached_the_server_is_not_told_unknown(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eventsourcing.persistence import OperationalError
+
+    from rollouts.adapters.recorder_postgres import OutcomeUnknown
+
+    app = open_app(Home(tmp_path / "h"), postgres_url)
+    try:
+        app.create_config("web", Spec(command=["true"]), meta())
+
+        def no_connection(*args: Any, **kwargs: Any) -> Any:
+            raise OperationalError("connection refused")
+
+        monkeypatch.setattr(app.recorder.datastore, "get_connection", no_connection)
+        with pytest.raises(OperationalError) as raised:
+            app.latest("web", None, False, meta())
+        assert not isinstance(raised.value, OutcomeUnknown)
+    finally:
+        monkeypatch.undo()
+        app.close()
