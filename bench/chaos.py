@@ -103,7 +103,6 @@ import json
 import os
 import random
 import resource
-import shutil
 import signal
 import sys
 import tempfile
@@ -138,6 +137,7 @@ from chaos_moves import Moves  # noqa: E402
 from chaos_ops import Operations  # noqa: E402
 from chaos_steps import STEP_VIOLATIONS, Steps  # noqa: E402
 from cli_server import ForkedCli, FreshCli  # noqa: E402 - bench/cli_server.py: how commands start
+from harness import run_keeping_evidence  # noqa: E402
 
 
 class Chaos(Operations, Faults, Moves, Steps, Checks):
@@ -413,33 +413,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def terminate(signum: int, _: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
     chaos = Chaos(args)
     chaos.keep = True
-    code = 2
-    try:
-        code = chaos.run()
-    except KeyboardInterrupt:
-        print("chaos: interrupted", file=sys.stderr)
-        code = 130
-    except Exception as error:  # noqa: BLE001 - report, clean up, keep the evidence
-        import traceback
-
-        traceback.print_exc()
-        print(f"chaos: error: {error}", file=sys.stderr)
-        code = 2
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        chaos.cleanup()
-        if chaos.keep:
-            print(f"chaos: evidence kept in {chaos.tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(chaos.tmp, ignore_errors=True)
-    return code
+    return run_keeping_evidence("chaos", chaos)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rollouts.adapters.home import Home
 from rollouts.domain import ids
@@ -200,3 +200,46 @@ class Terminal:
 
 def deployment_key(config: str, revision: int) -> str:
     return str(ids.deployment_id(ids.config_id(config), revision))
+
+
+class Job(Protocol):
+    """A long run that leaves evidence in `tmp` (bench/chaos.py's Chaos, bench/nemesis.py's Nemesis)."""
+
+    tmp: Path
+    keep: bool
+
+    def run(self) -> int: ...
+
+    def cleanup(self) -> None: ...
+
+
+def run_keeping_evidence(name: str, job: Job) -> int:
+    """`job.run()`'s exit code (130 when interrupted, SIGTERM included; 2 on an error, its traceback
+    printed); then, whatever happened and with signals ignored, its cleanup, and its evidence kept when
+    `job.keep` says so, else removed."""
+
+    def terminate(signum: int, _: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    code = 2
+    try:
+        code = job.run()
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as error:  # noqa: BLE001 - report, clean up, keep the evidence
+        import traceback
+
+        traceback.print_exc()
+        print(f"{name}: error: {error}", file=sys.stderr)
+        code = 2
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        job.cleanup()
+        if job.keep:
+            print(f"{name}: evidence kept in {job.tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(job.tmp, ignore_errors=True)
+    return code

@@ -43,7 +43,6 @@ import json
 import os
 import random
 import shlex
-import shutil
 import signal
 import sys
 import tempfile
@@ -59,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nemesis_net  # noqa: E402
 from chaos_model import REPO, Op, Verdict, tail  # noqa: E402
 from cli_server import ForkedCli  # noqa: E402
+from harness import run_keeping_evidence  # noqa: E402
 from nemesis_checks import NemesisChecks  # noqa: E402
 from nemesis_faults import KINDS, FaultDriver, Window  # noqa: E402
 
@@ -469,28 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(json.dumps({"skipped": why}))
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    nemesis = Nemesis(args)
-    code = 2
-    try:
-        code = nemesis.run()
-    except KeyboardInterrupt:
-        print("nemesis: interrupted", file=sys.stderr)
-        code = 130
-    except Exception as error:  # noqa: BLE001 - report, clean up, keep the evidence
-        import traceback
-
-        traceback.print_exc()
-        print(f"nemesis: error: {error}", file=sys.stderr)
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        nemesis.cleanup()
-        if nemesis.keep:
-            print(f"nemesis: evidence kept in {nemesis.tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(nemesis.tmp, ignore_errors=True)
-    return code
+    return run_keeping_evidence("nemesis", Nemesis(args))
 
 
 def nemesis_faults_wake(host: HostState) -> None:
