@@ -98,6 +98,10 @@ class Leases:
         if time.monotonic() - self.renewed < self.seconds / 10:
             return False
         m, held = self.mark, TABLE  # the row there (PostgreSQL names it without its schema)
+        # Fresh from when the renewal was sent, not from when its answer came: the database stamps it on
+        # arrival, and other hosts count the lease from that stamp. An answer delayed by d (a slow link)
+        # counted from its arrival kept this host's shims alive d past the lease others saw end.
+        sent = time.monotonic()
         taken = self._execute(
             f"INSERT INTO {self.table} (claimant, renewed_at, seconds, holder) VALUES ({m}, {self.now}, {m}, {m}) "
             "ON CONFLICT (claimant) DO UPDATE SET renewed_at = excluded.renewed_at, seconds = excluded.seconds,"
@@ -115,7 +119,7 @@ class Leases:
                 f" home (its host renamed, its disk mounted anew), start again once that lease ends (at most"
                 f" {self.seconds:g} s, or the holder's own)"
             )
-        self.renewed = time.monotonic()
+        self.renewed = sent
         return True
 
     def _holder(self, claimant: str) -> str:

@@ -59,3 +59,27 @@ def test_a_lease_table_made_before_lengths_and_holders_gets_them(tmp_path: Path,
     assert longer.renew("b" * 32)
     assert "b" * 32 not in Leases(app, seconds=0.001).expired()  # judged by its holder's 600 s
     app.close()
+
+
+def test_a_renewal_counts_from_when_it_was_sent_not_from_its_late_answer(
+    tmp_path: Path, backend_store: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database stamps a renewal when it arrives; a link that holds the answer back (the nemesis's delay
+    fault) must not make the controller think its lease fresher than other hosts see it: its shims were
+    kept beating for the delay past the lease's end (7.3 s after the last renewal with a 4 s lease)."""
+    import time
+
+    app = open_app(Home(tmp_path / "home"), backend_store)
+    leases = Leases(app, seconds=5, where="host 1:2")
+    execute = leases._execute
+
+    def answer_late(*args: object, **kwargs: object) -> list[object]:
+        found = execute(*args, **kwargs)  # type: ignore[arg-type]
+        time.sleep(0.5)  # the answer held back on its way
+        return found
+
+    monkeypatch.setattr(leases, "_execute", answer_late)
+    before = time.monotonic()
+    assert leases.renew("a" * 32)
+    assert leases.renewed - before < 0.25  # the send, not the answer 0.5 s later
+    app.close()
