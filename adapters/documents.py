@@ -6,11 +6,12 @@ import json
 import shlex
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.projections import history_queries
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Row = dict[str, Any]
 _INTERNAL = ("stream", "config", "step")  # history columns that only join views

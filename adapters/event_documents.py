@@ -4,13 +4,14 @@ types they need load only for the commands that list events, not for every comma
 
 from __future__ import annotations
 
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.adapters.store_url import shown
 from rollouts.domain.event_types import event_types
 from rollouts.projections import audit_queries
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Row = dict[str, Any]
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.domain import phases
 from rollouts.projections.audit_queries import require_config
 from rollouts.projections.records import document
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 _EVENTS = (
     "SELECT position, type, version, timestamp, data FROM events WHERE config = ? AND stream IN "

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.domain.audit_rules import TYPES, RuleEvent
 from rollouts.domain.errors import NotFound
 from rollouts.domain.freeze import ALL_ID
 from rollouts.projections.records import document
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Row = dict[str, Any]
 

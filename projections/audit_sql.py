@@ -11,15 +11,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.projections import streams
 from rollouts.projections.projection import Fold
 from rollouts.projections.records import KINDS, Record, decode, known_topics
 from rollouts.projections.source import EventSource, SQLiteLog
 from rollouts.projections.writer import Writer
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Row = tuple[Any, ...]
 RowOf = Callable[[Record, str | None, int | None], Row]

@@ -9,13 +9,15 @@ nothing here but the events whose JSON SQLite does not read.
 from __future__ import annotations
 
 from functools import partial
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from rollouts.projections.audit_sql import STREAMS, TOPICS, RowOf, SQLAuditFold
 from rollouts.projections.pg_log import PostgresLogFile
 from rollouts.projections.records import topic_parts
 from rollouts.projections.source import EventSource, PostgresLog
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 STAGING = (
     "CREATE TEMP TABLE audit_log "

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.projections import streams
 from rollouts.projections.audit_sql import SQLAuditFold
 from rollouts.projections.projection import Fold, Projection, Sink
 from rollouts.projections.records import Record
 from rollouts.projections.source import EventSource, Log, PostgresLog
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 CREATE_EVENTS = """
 CREATE TABLE IF NOT EXISTS events (

@@ -12,8 +12,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import sqlite_utils
-
 from rollouts.projections import files
 from rollouts.projections.audit_sql import Unreadable
 from rollouts.projections.files import Tracked
@@ -24,6 +22,8 @@ from rollouts.projections.source import EventSource, Log, PostgresLog, SQLiteLog
 from rollouts.projections.writer import Writer
 
 if TYPE_CHECKING:
+    import sqlite_utils
+
     from rollouts.projections.pg_log import PostgresLogFile
 
 FLUSH = 100_000  # positions between two writes of the rows the folds changed

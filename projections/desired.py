@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.domain import phases
 from rollouts.projections import freezes
 from rollouts.projections.projection import Fold, Projection, Sink
 from rollouts.projections.records import Record
 from rollouts.projections.rows import Table
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 CREATE = """
 CREATE TABLE IF NOT EXISTS open_deployments (

@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from rollouts.domain.errors import StoreProblem
 from rollouts.projections.file_checks import file_problem, is_broken
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
 
 TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version INTEGER, position INTEGER, log_id TEXT)"
 BUSY_TIMEOUT_S = 120.0
@@ -49,6 +52,8 @@ def connect(path: Path, page_size: int = 4096) -> sqlite_utils.Database:
     conn.execute("PRAGMA synchronous=NORMAL")
     # No sqlite-utils plugins: loading them scans every installed package's entry points
     # (importlib.metadata), paid by every read command, for functions no projection uses.
+    import sqlite_utils  # start-up cost: only where a view is opened
+
     db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(TRACKING)
     return db
@@ -90,6 +95,8 @@ def create_unjournaled(path: Path, page_size: int) -> sqlite_utils.Database:
     pragmas = (f"page_size={int(page_size)}", "journal_mode=OFF", "synchronous=OFF", f"cache_size={BUILD_CACHE_KIB}")
     for pragma in (*pragmas, "temp_store=MEMORY"):
         conn.execute(f"PRAGMA {pragma}")
+    import sqlite_utils  # start-up cost: only where a view is opened
+
     db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(TRACKING)
     return db

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.domain import freeze as freezes
 from rollouts.domain import ids
 from rollouts.projections.projection import Sink
 from rollouts.projections.records import Record
 from rollouts.projections.rows import Table
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 CREATE = """
 CREATE TABLE IF NOT EXISTS freezes (stream TEXT PRIMARY KEY, scope TEXT, frozen INTEGER, by TEXT, reason TEXT,

@@ -5,14 +5,17 @@ from __future__ import annotations
 import sqlite3
 from functools import cache
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from rollouts.domain.errors import StoreProblem
 from rollouts.projections import files
 from rollouts.projections.file_checks import BROKEN_CODES, file_problem, is_broken, primary_code
 from rollouts.projections.files import CatalogLost
 from rollouts.projections.projection import Projection
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
 
 _BUILD_AGAIN_CODES = BROKEN_CODES | {10}  # and SQLITE_IOERR, for a build (see broke_a_file)
 
@@ -86,6 +89,8 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
 @cache
 def expected_columns(projection: Projection) -> dict[str, list[str]]:
     """Every table of `projection`'s file and its columns, as its code creates them."""
+    import sqlite_utils  # start-up cost: only where a view is opened
+
     db = sqlite_utils.Database(sqlite3.connect(":memory:"), execute_plugins=False)
     try:
         db.execute(files.TRACKING)

@@ -6,16 +6,18 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import sqlite_utils
 
 from rollouts.domain import phases
 from rollouts.projections import freezes
 from rollouts.projections.projection import Fold, Projection, Sink
 from rollouts.projections.records import Record
 from rollouts.projections.rows import Table
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS configs (stream TEXT PRIMARY KEY, name TEXT UNIQUE, spec TEXT,

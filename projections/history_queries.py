@@ -6,14 +6,15 @@ import json
 import math
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from rollouts.domain.errors import NotFound
 from rollouts.domain.spec_defaults import STEP_DEFAULTS
 from rollouts.projections import freezes
 from rollouts.projections.history import DURATION_BUCKETS
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Row = dict[str, Any]
 

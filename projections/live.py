@@ -7,11 +7,10 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from rollouts.domain.errors import StoreProblem
-from rollouts.projections import files, health, locks
+from rollouts.projections import files, health, locks, rebuild
 from rollouts.projections.files import Catalog, CatalogLost, Tracked
 from rollouts.projections.health import BrokenView
 from rollouts.projections.projection import Projection
@@ -19,6 +18,10 @@ from rollouts.projections.registry import BY_NAME
 from rollouts.projections.source import EventSource
 
 Warn = Callable[[str], None]
+
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 
 class LiveFiles:
@@ -131,6 +134,8 @@ class LiveFiles:
                 )
             except sqlite3.OperationalError:
                 continue  # swapped and removed between the lookup and the open
+            import sqlite_utils  # start-up cost: only where a view is opened
+
             db = sqlite_utils.Database(conn, execute_plugins=False)
             try:
                 problem = health.file_problem(path) or health.schema_problem(db, projection)
@@ -186,9 +191,7 @@ class LiveFiles:
         with locks.catalog_write_unless_held(self.catalog) as taken:
             if self.catalog.current(p.name) == broken:
                 path = self.catalog.next_file(p.name)
-                from rollouts.projections import build  # rebuilds only: not on every read's import path
-
-                build.build(self.source, [p], {p.name: path}, self.source.head(), self.log_id(), build.REBUILD_BATCH)
+                rebuild.build_into(self.source, [p], {p.name: path}, self.source.head(), self.log_id())
                 self.catalog.point(p.name, path)
         if taken:
             with locks.catalog_write(self.catalog):

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from rollouts.projections.files import Catalog, CatalogLost, immediate
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 
 def setup(catalog: Catalog) -> AbstractContextManager[None]:

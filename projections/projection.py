@@ -5,12 +5,13 @@ from __future__ import annotations
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Protocol
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from rollouts.projections.records import Record
 from rollouts.projections.source import EventSource, Log
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 # Rows a fold keeps between batches; past this many it forgets them (they are written).
 CACHE_ROWS = 250_000

@@ -15,6 +15,9 @@ from rollouts.projections import files, locks
 from rollouts.projections.projection import Projection
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rollouts.projections.source import EventSource
     from rollouts.projections.store import ProjectionStore
 
 Progress = Callable[[int, int], None]
@@ -33,6 +36,20 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+def build_into(
+    source: EventSource,
+    projections: Sequence[Projection],
+    paths: dict[str, Path],
+    head: int,
+    log_id: str,
+    progress: Progress | None = None,
+) -> None:
+    """Fold `projections` from zero to `head` into new files at `paths` (build.build, a rebuild's batches)."""
+    from rollouts.projections import build  # rebuilds only: not on every read's import path
+
+    build.build(source, projections, paths, head, log_id, build.REBUILD_BATCH, progress)
+
+
 def in_place(store: ProjectionStore, projections: Sequence[Projection], progress: Progress | None) -> None:
     """Replay from zero into new files while the live ones serve but cannot move, then swap.
 
@@ -40,8 +57,6 @@ def in_place(store: ProjectionStore, projections: Sequence[Projection], progress
     lock is held throughout, as for shadow builds, and so is each live file's: no catch-up
     moves them meanwhile, so the new files never serve a position lower than they did.
     """
-    from rollouts.projections import build  # rebuilds only: not on every read's import path
-
     for p in projections:
         store.db(p.name)  # a file to hold, created when missing (that takes the catalog lock)
     with locks.build(store.catalog):  # lock 2's flock; its transaction is committed below while lock 3 is held
@@ -55,7 +70,7 @@ def in_place(store: ProjectionStore, projections: Sequence[Projection], progress
                 paths = {p.name: store.catalog.next_file(p.name) for p in projections}
                 head = store.source.head()
                 store._log_id = None
-                build.build(store.source, projections, paths, head, store.log_id(), build.REBUILD_BATCH, progress)
+                build_into(store.source, projections, paths, head, store.log_id(), progress)
                 for p in projections:
                     store.catalog.point(p.name, paths[p.name])
                 catalog.execute("COMMIT")  # the swap, while the live files still cannot move

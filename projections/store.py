@@ -5,9 +5,8 @@ which all of these take their locks is written in `rollouts.projections.locks`."
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
-import sqlite_utils
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from rollouts.projections import files, health, locks
 from rollouts.projections import rebuild as rebuilding
@@ -19,6 +18,9 @@ from rollouts.projections.rebuild import Progress
 from rollouts.projections.records import Record, decode
 from rollouts.projections.registry import ALL, BY_NAME, UnknownProjection, projections_named
 
+if TYPE_CHECKING:
+    import sqlite_utils
+
 __all__ = ["ALL", "BATCH", "BY_NAME", "ProjectionStore", "Progress", "UnknownProjection", "Warn", "projections_named"]
 
 BATCH = 1000  # events read at a time by a catch-up (and a shadow build)
@@ -29,6 +31,10 @@ class ProjectionStore(LiveFiles):
     """The projections folder of one home, fed by one event source."""
 
     # -- catching up ---------------------------------------------------------
+
+    def catch_up_named(self, names: Iterable[str]) -> None:
+        """catch_up of the projections `names` names (none: all; UnknownProjection for a name not known)."""
+        self.catch_up(projections_named(names))
 
     def catch_up(self, projections: Sequence[Projection] = ALL) -> None:
         """Bring each projection to the head of the log (read-your-writes for every read).

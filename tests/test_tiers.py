@@ -16,6 +16,7 @@ FAST = {
     "test_layers.py",
     "test_imports.py",
     "test_library_privates.py",
+    "unit/test_lazy_commands.py",
     "unit/test_fencing.py",
     "integration/storage/test_notifier_durability.py",
     "unit/test_audit.py",

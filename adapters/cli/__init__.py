@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import importlib
 import os
 import socket
 import sys
@@ -13,6 +12,7 @@ import click
 
 from rollouts.adapters import settings
 from rollouts.adapters.cli.errors import crash_home, run
+from rollouts.adapters.cli.lazy import LazyGroup
 from rollouts.adapters.home import DEFAULT_HOME
 
 # command -> (module, attribute, one-line help); modules import lazily so --help stays fast.
@@ -24,7 +24,7 @@ COMMANDS = {
     "events": ("rollouts.adapters.cli.audit_cmds", "events", "List the events of the log, filtered."),
     "audit": ("rollouts.adapters.cli.audit_cmds", "audit", "Check the whole history for broken invariants."),
     "home": ("rollouts.adapters.cli.home_cmds", "home", "Bind the home to the log as it is now (after a restore)."),
-    "log": ("rollouts.adapters.cli.log_cmds", "log", "Verify the log's hash chain (tamper evidence)."),
+    "log": ("rollouts.adapters.cli.log_cmds", "log", "Verify, checkpoint, export and import the event log."),
     "projections": ("rollouts.adapters.cli.projection_cmds", "projections", "Show and rebuild the read models."),
     "controller": ("rollouts.adapters.cli.controller_cmds", "controller", "Run the reconciler that starts deployers."),
     "deployers": ("rollouts.adapters.cli.deployer_cmds", "deployers", "List and delete deployer processes."),
@@ -36,21 +36,6 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        module, attribute, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module), attribute)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, text) for name, (_, _, text) in COMMANDS.items()])
-
-
 def default_actor() -> str:
     try:
         user = getpass.getuser()
@@ -59,7 +44,7 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--home",
     envvar="ROLLOUTS_HOME",

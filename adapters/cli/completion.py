@@ -19,7 +19,6 @@ from click.shell_completion import CompletionItem
 from rollouts.adapters.backend import Backend
 from rollouts.adapters.bootstrap import Services, bootstrap
 from rollouts.adapters.home import DEFAULT_HOME, Home
-from rollouts.projections.registry import BY_NAME
 
 _WAIT_S = 0.2  # a Tab must not hang behind a writer
 REGISTERED = "domain.config:DeploymentConfig.Registered"  # the topic of a config's first event
@@ -63,12 +62,6 @@ def deployers(ctx: click.Context, param: click.Parameter, incomplete: str) -> li
                 sql = "SELECT name FROM deployers WHERE pruned = 0 AND name >= ? ORDER BY name"
                 return _items(db, sql, incomplete)
     return []
-
-
-def views(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """The names of the read models this program keeps."""
-
-    return [CompletionItem(name) for name in BY_NAME if name.startswith(incomplete)]
 
 
 def _services(ctx: click.Context) -> Services:

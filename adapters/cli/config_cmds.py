@@ -12,7 +12,7 @@ from rollouts.adapters import documents
 from rollouts.adapters.cli.as_of import as_of_option, history_at
 from rollouts.adapters.cli.output import emit_json, output_option, show
 from rollouts.adapters.cli.params import name_argument
-from rollouts.adapters.cli.rollout_cmds import freeze_text
+from rollouts.adapters.cli.rollout_views import freeze_text
 from rollouts.adapters.cli.spec_options import (
     changed_spec,
     refuse_removals,

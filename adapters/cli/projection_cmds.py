@@ -6,13 +6,20 @@ import sys
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
-from rollouts.adapters.cli import completion
 from rollouts.adapters.cli.output import emit_json, output_option, show, table
 from rollouts.adapters.cli.state import State, pass_reader, pass_state
 from rollouts.projections import files
 from rollouts.projections.diff import Bounded, differences
+from rollouts.projections.registry import BY_NAME
 from rollouts.projections.store import ProjectionStore, UnknownProjection, projections_named
+
+
+def view_completion(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The names of the read models this program keeps (here, not in completion: the registry loads
+    every projection's module, which no other command's start needs)."""
+    return [CompletionItem(name) for name in BY_NAME if name.startswith(incomplete)]
 
 
 @click.group()
@@ -46,7 +53,7 @@ def status(state: State, output: str) -> None:
 
 
 @projections.command()
-@click.argument("names", nargs=-1, shell_complete=completion.views)
+@click.argument("names", nargs=-1, shell_complete=view_completion)
 @click.option("--shadow", is_flag=True, help="Build into a new file while the live one serves; swap at the end.")
 @pass_state
 def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
@@ -88,7 +95,7 @@ def view_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 @projections.command()
-@click.argument("names", nargs=-1, required=True, callback=view_names, shell_complete=completion.views)
+@click.argument("names", nargs=-1, required=True, callback=view_names, shell_complete=view_completion)
 @output_option
 @pass_reader
 def diff(state: State, names: tuple[str, ...], output: str) -> None:

@@ -22,7 +22,6 @@ from rollouts.adapters.log_source import RecorderSource
 from rollouts.adapters.store_url import SQLiteInHome, StoreURL
 from rollouts.domain.errors import NotFound
 from rollouts.projections.health import is_broken
-from rollouts.projections.store import ProjectionStore, projections_named
 
 if TYPE_CHECKING:
     from rollouts.adapters.application import RolloutsApp
@@ -145,6 +144,7 @@ class State:
         return self._projections is not None
 
     def _open_projections(self) -> Any:
+        from rollouts.projections.store import ProjectionStore  # start-up cost: commands that only append
 
         folder = self.home.projections
         problem = self.log_problem(self.recorder)
@@ -163,7 +163,7 @@ class State:
     def read(self, *names: str) -> Any:
         """The projection store, caught up to the head for `names` (read-your-writes)."""
 
-        self.projections.catch_up(projections_named(names))
+        self.projections.catch_up_named(names)
         return self.projections
 
     def meta(self, **extra: Any) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+"""The lazy command tables (adapters/cli/lazy.py): each entry loads a command whose own first help line is the
+one the group's `--help` prints, and a verb that appends loads without the views' modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+
+from rollouts.adapters.cli import COMMANDS, cli
+from rollouts.adapters.cli.lazy import Lazy
+from rollouts.adapters.cli.rollout_cmds import VIEWS, rollout
+
+
+def test_every_command_of_the_root_table_loads() -> None:
+    """(The root's lines are shorter summaries than the commands' own first lines, on purpose.)"""
+    with click.Context(cli) as ctx:
+        assert all(isinstance(cli.get_command(ctx, name), click.Command) for name in COMMANDS)
+
+
+def test_the_rollout_groups_lazy_verbs_say_of_themselves_what_its_help_says() -> None:
+    """`rollout --help` lists eager and lazy verbs alike: a lazy one's line must be its own first line."""
+    table: Lazy = VIEWS
+    with click.Context(rollout) as ctx:
+        for name, (_, _, said) in table.items():
+            command = rollout.get_command(ctx, name)
+            assert command is not None and command.get_short_help_str(limit=200) == said, name
+
+
+def test_rollout_latest_loads_neither_the_history_queries_nor_sqlite_utils() -> None:
+    code = (
+        "import sys; from rollouts.adapters.cli import rollout_cmds;"
+        " print(sorted(m for m in ('sqlite_utils', 'rollouts.adapters.cli.rollout_views',"
+        " 'rollouts.projections.history_queries', 'rollouts.adapters.documents') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
