@@ -26,7 +26,8 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
 10. pg_*          on the PostgreSQL server of `--store` (default: the local test server), each in
                   schemas of its own (bench/postgres.py): `latest --supersede` ops/s vs a bare
                   eventsourcing loop; latest -> deployer running (LISTEN/NOTIFY), median and p99;
-                  end-to-end rollouts/s, one controller; rebuild vs the library's read + decode.
+                  end-to-end rollouts/s, one controller; rebuild vs the library's read + decode;
+                  `claim check` as a deployer runs it vs a Python process's connect + select 1.
                   No server reachable: printed as skipped, never ok
 11. *_10k         one controller pass with 10,000 configs vs the same with 100: idle, and busy
                   (open deployments another live controller holds: 1,000 vs 100), per deployment
@@ -72,6 +73,7 @@ PG_FIGURES = (
     ("pg_spawn_latency_p99_ms", "10 PG latest -> deployer running, p99", "ms", "<=300"),
     ("pg_e2e_rollouts_per_s", "10 PG end to end, 1 controller", "/s", ">=100"),
     ("pg_rebuild_events_per_s", "10 PG rebuild, all projections, vs library read + decode", "ev/s", ">=0.8x"),
+    ("pg_claim_check_ms", "10 PG `claim check` process vs psycopg connect + select 1", "ms", "<=1.2x"),
 )
 
 
