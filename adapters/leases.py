@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollouts.adapters import settings
 from rollouts.adapters.backend import first
+from rollouts.adapters.runtime.shim import boot_clock
 from rollouts.domain.errors import StoreProblem
 
 if TYPE_CHECKING:
@@ -76,7 +77,8 @@ class Leases:
         self.where = where
         self.table = self.backend.table(TABLE)
         self.now, self.mark, self.longer = self.backend.lease
-        self.renewed = 0.0
+        self.renewed = 0.0  # time.monotonic() when the last renewal was sent
+        self.renewed_boot = 0.0  # the same moment by the boot clock (what the shims compare their limit with)
         self.backend.create_table(
             self.datastore,
             f"CREATE TABLE IF NOT EXISTS {self.table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION, "
@@ -101,7 +103,7 @@ class Leases:
         # Fresh from when the renewal was sent, not from when its answer came: the database stamps it on
         # arrival, and other hosts count the lease from that stamp. An answer delayed by d (a slow link)
         # counted from its arrival kept this host's shims alive d past the lease others saw end.
-        sent = time.monotonic()
+        sent, sent_boot = time.monotonic(), boot_clock()
         taken = self._execute(
             f"INSERT INTO {self.table} (claimant, renewed_at, seconds, holder) VALUES ({m}, {self.now}, {m}, {m}) "
             "ON CONFLICT (claimant) DO UPDATE SET renewed_at = excluded.renewed_at, seconds = excluded.seconds,"
@@ -119,7 +121,7 @@ class Leases:
                 f" home (its host renamed, its disk mounted anew), start again once that lease ends (at most"
                 f" {self.seconds:g} s, or the holder's own)"
             )
-        self.renewed = sent
+        self.renewed, self.renewed_boot = sent, sent_boot
         return True
 
     def _holder(self, claimant: str) -> str:

@@ -264,9 +264,9 @@ class NemesisChecks:
         lease = self.lease
         return {
             "stop_after_last_renewal_max_s": round(worst, 2),
-            # the shims kill at L/2 from the last beat; a controller beats until its next renewal is due
-            # (L/10 after the last), and a shim looks every min(0.5, L/16) s
-            "stop_bound_s": round(lease / 2 + lease / 10 + min(0.5, lease / 16), 2),
+            # the shims kill at L/2 from the last renewal (the heartbeat carries the renewal's boot clock
+            # reading), and a shim looks every min(0.5, L/16) s: DESIGN 7.7's half lease, plus one look
+            "stop_bound_s": round(lease / 2 + min(0.5, lease / 16), 2),
             "stop_after_last_renewal_example": example,
             "stop_after_last_renewal_paused_max_s": round(worst_paused, 2),
             "stops_measured": counted,

@@ -208,10 +208,12 @@ class Controller:
         self.log(f"{what} ({first.config} v{first.revision} attempt {first.attempt})")
 
     def _renew_lease(self) -> None:
-        """Renew our lease in the log's database; beat for our shims only while it is fresh."""
+        """Renew our lease in the log's database; beat for our shims only while it is fresh, as of the
+        renewal's sending: a shim stops its deployer at half a lease from the last renewal (DESIGN 7.7),
+        not half a lease from the last pass that found the lease still fresh."""
         self.leases.renew(self.claimant)
         if time.monotonic() - self.leases.renewed < self.leases.seconds / 4:
-            self.runtime.beat()
+            self.runtime.beat(self.leases.renewed_boot)
 
     def _prune(self) -> None:
         """History limit: keep runtime records and logs of the last N versions of each ended config."""

@@ -114,9 +114,9 @@ class LocalRuntime(Stopping):
         """A number that changes whenever another connection (a shim, a twin controller) commits."""
         return int(self._execute("PRAGMA data_version").fetchone()[0])
 
-    def beat(self) -> None:
-        """The controller proves it is alive to its shims (only a renewed lease may beat)."""
-        shim.beat(str(self.heartbeat_path))
+    def beat(self, at: float | None = None) -> None:
+        """The controller proves it is alive to its shims (only a renewed lease may beat), as of `at`."""
+        shim.beat(str(self.heartbeat_path), at)
 
     def log_path(self, name: str) -> pathlib.Path:
         if not _NAME.fullmatch(name):

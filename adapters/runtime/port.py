@@ -126,8 +126,9 @@ class Runtime(Protocol):
 
     def log_path(self, name: str) -> pathlib.Path: ...
 
-    def beat(self) -> None:
-        """The controller proves it is alive to its deployers' supervisors."""
+    def beat(self, at: float | None = None) -> None:
+        """The controller proves it is alive to its deployers' supervisors, as of `at` (a boot clock
+        reading: when its lease was last renewed) or now."""
         ...
 
     def data_version(self) -> int:

@@ -288,12 +288,12 @@ def boot_clock() -> float:
     return time.clock_gettime(getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC))
 
 
-def beat(path: str) -> None:
-    """Write the controller's heartbeat: the boot clock's reading, in place and of a fixed width (one
-    write of 32 bytes over the same block: no new space, so a full disk does not stop the beat)."""
+def beat(path: str, at: float | None = None) -> None:
+    """Write the controller's heartbeat: a boot clock reading (`at`, or now), in place and of a fixed width
+    (one write of 32 bytes over the same block: no new space, so a full disk does not stop the beat)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        os.pwrite(fd, f"{boot_clock():.3f}".ljust(31).encode() + b"\n", 0)
+        os.pwrite(fd, f"{boot_clock() if at is None else at:.3f}".ljust(31).encode() + b"\n", 0)
     finally:
         os.close(fd)
 

@@ -174,7 +174,7 @@ class SimRuntime:
                 self.changes += 1
                 row.argv, row.env = [], {}
 
-    def beat(self) -> None:
+    def beat(self, at: float | None = None) -> None:
         self.beats += 1
 
     def log_path(self, name: str) -> pathlib.Path:

@@ -94,7 +94,7 @@ class FakeRuntime:
     def log_path(self, name: str) -> Path:
         return self.folder / "logs" / f"{name}.log"
 
-    def beat(self) -> None:
+    def beat(self, at: float | None = None) -> None:
         pass
 
     def data_version(self) -> int:

@@ -11,6 +11,7 @@ from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.adapters.leases import Leases
 from rollouts.adapters.notify.lease import SinkLeases
+from rollouts.adapters.runtime.shim import boot_clock
 
 pytestmark = pytest.mark.slow  # a PostgreSQL server, threads racing (see tests/test_tiers.py)
 
@@ -79,7 +80,8 @@ def test_a_renewal_counts_from_when_it_was_sent_not_from_its_late_answer(
         return found
 
     monkeypatch.setattr(leases, "_execute", answer_late)
-    before = time.monotonic()
+    before, before_boot = time.monotonic(), boot_clock()
     assert leases.renew("a" * 32)
     assert leases.renewed - before < 0.25  # the send, not the answer 0.5 s later
+    assert 0 <= leases.renewed_boot - before_boot < 0.25  # and so by the boot clock the heartbeat carries
     app.close()

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import pytest
 
-from rollouts.adapters.runtime import procs
+from rollouts.adapters.runtime import procs, shim
 from rollouts.adapters.runtime.forkserver import ForkServer
 from rollouts.adapters.runtime.local import (
     SHIM,
@@ -541,6 +541,23 @@ def test_a_shim_kills_its_deployer_once_the_controllers_heartbeat_is_too_old(
     rt = LocalRuntime(home, heartbeat_max_age=0.3)
     rt.beat()
     pid, start = sleeper(rt, tmp_path)
+    row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
+    assert "heartbeat" in (row.reason or "")
+    wait_for(lambda: not procs.is_alive(pid, start))
+    rt.close()
+
+
+def test_a_heartbeat_as_of_an_old_renewal_stops_the_deployer_though_just_written(
+    home: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """The controller beats as of its lease's last renewal (DESIGN 7.7: stopped within half a lease of it),
+    not as of the pass that wrote the beat: a renewal older than the limit stops the deployer."""
+    rt = LocalRuntime(home, heartbeat_max_age=1.0)
+    rt.beat()
+    pid, start = sleeper(rt, tmp_path)
+    for _ in range(8):  # beating every 0.25 s, each beat carrying a renewal 5 s old
+        rt.beat(at=shim.boot_clock() - 5)
+        time.sleep(0.25)
     row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
     assert "heartbeat" in (row.reason or "")
     wait_for(lambda: not procs.is_alive(pid, start))
