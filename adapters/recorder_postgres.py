@@ -79,8 +79,8 @@ class OutcomeUnknown(StoreUnavailable):
     def __init__(self, error: BaseException) -> None:
         said = " ".join(str(error).split()) or type(error).__name__
         super().__init__(
-            "the connection to the log was lost while a write was being committed, and it stayed lost: the write"
-            f" may or may not be saved; look ('rollouts events') before repeating it ({said})"
+            "the write's outcome is unknown: the connection to the log was lost while it was being committed, and"
+            f" it stayed lost; it may or may not be saved: look ('rollouts events') before repeating it ({said})"
         )
 
 

@@ -59,7 +59,7 @@ import nemesis_net  # noqa: E402
 from chaos_model import REPO, Op, Verdict, tail  # noqa: E402
 from cli_server import ForkedCli  # noqa: E402
 from harness import run_keeping_evidence  # noqa: E402
-from nemesis_checks import NemesisChecks  # noqa: E402
+from nemesis_checks import WATCH_S, NemesisChecks  # noqa: E402
 from nemesis_faults import KINDS, FaultDriver, Window  # noqa: E402
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
@@ -260,7 +260,7 @@ class Nemesis(FaultDriver, NemesisChecks):
                     if not pid_alive(pid):
                         self.deaths[name] = time.time()
                         del live[pid]
-                self.watch_stop.wait(0.05)
+                self.watch_stop.wait(WATCH_S)
 
     # -- setup and operations -----------------------------------------------------------------------
 

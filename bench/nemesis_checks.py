@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_checks import Checks  # noqa: E402
 from chaos_model import STEP_NAME, Op, Verdict  # noqa: E402
 
+WATCH_S = 0.05  # how often the harness looks for deployers gone (bench/nemesis.py watch_loop)
 VIOLATIONS = (
     "duplicates",
     "tick_overlaps",
@@ -265,8 +266,9 @@ class NemesisChecks:
         return {
             "stop_after_last_renewal_max_s": round(worst, 2),
             # the shims kill at L/2 from the last renewal (the heartbeat carries the renewal's boot clock
-            # reading), and a shim looks every min(0.5, L/16) s: DESIGN 7.7's half lease, plus one look
-            "stop_bound_s": round(lease / 2 + min(0.5, lease / 16), 2),
+            # reading), and a shim looks every min(0.5, L/16) s: DESIGN 7.7's half lease, plus one look,
+            # plus this harness's own look for the deployer's death (every WATCH_S)
+            "stop_bound_s": round(lease / 2 + min(0.5, lease / 16) + WATCH_S, 2),
             "stop_after_last_renewal_example": example,
             "stop_after_last_renewal_paused_max_s": round(worst_paused, 2),
             "stops_measured": counted,

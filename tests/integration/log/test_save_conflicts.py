@@ -148,7 +148,7 @@ def test_a_save_whose_commit_answer_was_lost_while_the_server_stayed_away_is_tol
         monkeypatch.setattr(ChainedPostgresRecorder, "_send", answer_lost)
         monkeypatch.setattr(ChainedPostgresRecorder, "_committed", server_away)
         head = app.recorder.max_notification_id()
-        with pytest.raises(OutcomeUnknown, match="may or may not be saved"):
+        with pytest.raises(OutcomeUnknown, match="outcome is unknown.*may or may not be saved"):
             app.latest("web", None, False, meta())
         assert len(saved) == 1 and app.recorder.max_notification_id() == max(saved[0]) > head  # it was saved
     finally:
