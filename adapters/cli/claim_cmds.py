@@ -61,10 +61,12 @@ def _state_of_the_deployer(ctx: click.Context) -> State:
     """The command's State, on $ROLLOUT_HOME and $ROLLOUT_STORE unless --home or --store were given."""
     root = ctx.find_root()
     state: State = root.obj
-    defaulted = click.core.ParameterSource.DEFAULT
+    # A deployer's own ROLLOUT_HOME and ROLLOUT_STORE win over ROLLOUTS_HOME and ROLLOUTS_STORE (as in
+    # adapters/claim_check.answer); only --home and --store on the command line win over them.
+    given = click.core.ParameterSource.COMMANDLINE
     home, store = os.environ.get("ROLLOUT_HOME"), os.environ.get("ROLLOUT_STORE") or None
-    use_home = home if home and root.get_parameter_source("home") == defaulted else None
-    use_store = store if store and root.get_parameter_source("store") == defaulted else None
+    use_home = home if home and root.get_parameter_source("home") != given else None
+    use_store = store if store and root.get_parameter_source("store") != given else None
     if use_home is None and use_store is None:
         return state
     state.close()

@@ -47,6 +47,11 @@ def test_a_deployer_checks_its_claim_and_the_claim_ends_with_its_attempt(rollout
     assert ended.exit_code == 1 and "Complete: the claim has ended" in ended.stdout
     through_click = r.sh("--home", str(r.home), "claim", "check", claim)  # not the fast path: the same check
     assert (through_click.exit_code, through_click.stdout) == (ended.exit_code, ended.stdout)
+    # In a deployer, its ROLLOUT_HOME wins over a ROLLOUTS_HOME it was given, on both paths.
+    deployer = {"ROLLOUT_HOME": str(r.home), "ROLLOUTS_HOME": str(tmp_path / "elsewhere")}
+    fast = r.sh("claim", "check", claim, env=deployer)
+    slow = r.sh("--as", "a-deployer", "claim", "check", claim, env=deployer)  # (a global option: click's path)
+    assert (fast.exit_code, fast.stdout) == (slow.exit_code, slow.stdout) == (ended.exit_code, ended.stdout)
     document = json.loads(r.sh("claim", "check", claim, "-o", "json").stdout)
     assert document["holds"] is False and document["claim"] == claim
 
