@@ -80,6 +80,14 @@ def sleeper(rt: LocalRuntime, tmp_path: pathlib.Path) -> tuple[int, int | None]:
     return pid, procs.start_time_of(pid)
 
 
+def stopped_for_its_heartbeat(rt: LocalRuntime, pid: int, start: int | None) -> None:
+    """The deployer's row ends lost for a stale heartbeat, its process gone; then the runtime closes."""
+    row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
+    assert "heartbeat" in (row.reason or "")
+    wait_for(lambda: not procs.is_alive(pid, start))
+    rt.close()
+
+
 def pids_of(path: pathlib.Path) -> tuple[int, int]:
     """The deployer's pid and its parent's (the shim), as SLEEP_FOREVER wrote them."""
     text = wait_for(lambda: path.exists() and path.read_text().strip())
@@ -541,10 +549,7 @@ def test_a_shim_kills_its_deployer_once_the_controllers_heartbeat_is_too_old(
     rt = LocalRuntime(home, heartbeat_max_age=0.3)
     rt.beat()
     pid, start = sleeper(rt, tmp_path)
-    row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
-    assert "heartbeat" in (row.reason or "")
-    wait_for(lambda: not procs.is_alive(pid, start))
-    rt.close()
+    stopped_for_its_heartbeat(rt, pid, start)
 
 
 def test_a_heartbeat_as_of_an_old_renewal_stops_the_deployer_though_just_written(
@@ -558,10 +563,7 @@ def test_a_heartbeat_as_of_an_old_renewal_stops_the_deployer_though_just_written
     for _ in range(8):  # beating every 0.25 s, each beat carrying a renewal 5 s old
         rt.beat(at=shim.boot_clock() - 5)
         time.sleep(0.25)
-    row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
-    assert "heartbeat" in (row.reason or "")
-    wait_for(lambda: not procs.is_alive(pid, start))
-    rt.close()
+    stopped_for_its_heartbeat(rt, pid, start)
 
 
 def test_a_heartbeat_whose_file_time_says_long_ago_keeps_its_deployer_alive(
@@ -587,10 +589,7 @@ def test_a_stale_heartbeat_whose_file_time_is_in_the_future_still_stops_its_depl
     rt.beat()
     os.utime(rt.heartbeat_path, (time.time() + 3600, time.time() + 3600))
     pid, start = sleeper(rt, tmp_path)
-    row = wait_for(lambda: (r := row_of(rt)).state == "lost" and r, timeout=10)
-    assert "heartbeat" in (row.reason or "")
-    wait_for(lambda: not procs.is_alive(pid, start))
-    rt.close()
+    stopped_for_its_heartbeat(rt, pid, start)
 
 
 def test_data_version_changes_when_a_shim_commits(runtime: LocalRuntime) -> None:
