@@ -19,6 +19,11 @@ from chaos_model import EXPECTED_TYPE, INTERNAL_ERROR, STALE_REFUSAL, STEP_NAME,
 class Checks:
     """What a chaos run checks once it settled (a part of chaos.Chaos)."""
 
+    @property
+    def all_ops(self) -> list[Op]:
+        """Every command of the run, whatever its outcome: check_writes reads when each ran."""
+        return self.ops  # type: ignore[attr-defined, no-any-return]
+
     def settle(self, verdict: Verdict) -> bool:
         self.stop_controllers(kill=False)
         self.lift_freezes()
@@ -209,6 +214,7 @@ class Checks:
         streams: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
         for e in sorted(live["events"], key=lambda e: e["position"]):
             streams[(e["config"], e["version"])].append(e)
+        spans = {op.actor: (op.t0, op.t1) for op in self.all_ops}
         printed: set[tuple[str, int]] = set()
         for op in self.ops:
             if op.kind not in WRITES or op.rc is None:
@@ -232,7 +238,7 @@ class Checks:
                     verdict.add("lost_writes", {"op": op.id, "args": op.args, "not_read_back": op.version})
             expected = EXPECTED_TYPE.get(op.kind) or ("SpecChanged" if op.updated else None)
             if op.kind == "cancel":  # per version it printed: asking again what is already asked writes nothing
-                for version in not_cancel_requested(op, streams):
+                for version in not_cancel_requested(op, streams, spans):
                     verdict.add("lost_writes", {"op": op.id, "args": op.args, "out": op.out, "version": version})
             elif expected and not types[expected]:
                 verdict.add("lost_writes", {"op": op.id, "args": op.args, "out": op.out, "events": dict(types)})
@@ -273,24 +279,48 @@ def late(op: Op) -> bool:
 ASKED = ("CancelRequested", "AbortRequested")  # an abort asks for the cancel too
 
 
-def not_cancel_requested(op: Op, streams: dict[tuple[str, int], list[dict[str, Any]]]) -> list[int]:
+def not_cancel_requested(
+    op: Op, streams: dict[tuple[str, int], list[dict[str, Any]]], spans: dict[str, tuple[float, float]]
+) -> list[int]:
     """The versions a `rollout cancel` that exited 0 printed whose cancel the log does not hold: not its
     own CancelRequested (a retry by another command after it, even before this one ended, takes
-    nothing away from it), nor, by the time the command ended, one before it (or an abort) that no retry followed
-    (a cancel of a deployment whose cancel is already requested is acknowledged and appends nothing)."""
+    nothing away from it), nor one before it (or an abort) that no retry followed where the command
+    could have read the log (a cancel of a deployment whose cancel is already requested is acknowledged
+    and appends nothing). Where it could have read: after every event of a command that ended before it
+    began, before every event of one that began after it ended (`spans`: each command's actor -> its
+    start and end, on the harness's own clock). The log's order and the clients' times decide, never
+    the events' timestamps: a host's wall clock may be stepped (bench/nemesis.py), and an ask stamped
+    8 s in the future was still read by a command that began after it was acknowledged."""
     printed = [int(v) for v in re.findall(r"\d+", op.out.partition(" version ")[2])]
     missing = []
     for version in printed:
         events = streams.get((op.config, version), [])  # in log order
         if any(e["type"] == "CancelRequested" and e["actor"] == op.actor for e in events):
             continue
-        last = None
-        for e in events:
-            if e["type"] in (*ASKED, "RetryRequested") and (epoch(e["timestamp"]) or math.inf) <= op.t1:
-                last = e["type"]
-        if last not in ASKED:
+        if not asked_when_read(op, events, spans):
             missing.append(version)
     return missing if printed else [0]  # (no version printed: nothing to show for the exit 0)
+
+
+def asked_when_read(op: Op, events: list[dict[str, Any]], spans: dict[str, tuple[float, float]]) -> bool:
+    """Whether, at some point of `events` (one deployment's, in log order) where `op` could have read
+    them, its last ask or retry was an ask."""
+    earliest, latest = 0, len(events)  # op read events[:p] for some p in earliest..latest
+    for i, e in enumerate(events):
+        span = spans.get(e.get("actor") or "")
+        if span is None:  # the controller's own events: no client's times
+            continue
+        if span[1] < op.t0:
+            earliest = i + 1
+        elif span[0] > op.t1:
+            latest = min(latest, i)
+    last = None
+    for p in range(latest + 1):  # last: the last ask or retry in events[:p]
+        if p > 0 and events[p - 1]["type"] in (*ASKED, "RetryRequested"):
+            last = events[p - 1]["type"]
+        if p >= earliest and last in ASKED:
+            return True
+    return False
 
 
 def collect_names(value: Any, into: set[str]) -> None:

@@ -194,7 +194,7 @@ class NemesisChecks:
             by_actor[e.get("actor") or ""].append(e)
         unknown = [op for op in self.ops if op.rc is None or op.rc == 5 or op.rc < 0]
         known = [op for op in self.ops if op not in unknown]
-        shadow = _Known(known)
+        shadow = _Known(known, self.ops)
         scratch = Verdict()
         Checks.check_writes(shadow, scratch, {"events": events, "history": history})  # type: ignore[arg-type]
         unknown_versions = {(e["config"], e["version"]) for op in unknown for e in by_actor.get(op.actor, [])}
@@ -278,5 +278,6 @@ class NemesisChecks:
 class _Known:
     """What Checks.check_writes reads of a run: its ops (here those whose outcome their client knows)."""
 
-    def __init__(self, ops: list[Op]) -> None:
+    def __init__(self, ops: list[Op], all_ops: list[Op]) -> None:
         self.ops = ops
+        self.all_ops = all_ops  # when each command ran, whatever its outcome

@@ -23,7 +23,7 @@ def event(position: int, kind: str, actor: str, at: float, version: int = 2) -> 
 def lost_writes(ops: list[chaos.Op], events: list[dict[str, Any]]) -> list[Any]:
     verdict = chaos.Verdict()
     live = {"events": events, "history": {"web": [{"version": 2}]}}
-    chaos.Chaos.check_writes(SimpleNamespace(ops=ops), verdict, live)  # type: ignore[arg-type]
+    chaos.Chaos.check_writes(SimpleNamespace(ops=ops, all_ops=ops), verdict, live)  # type: ignore[arg-type]
     return verdict.details.get("lost_writes", [])
 
 
@@ -51,13 +51,50 @@ def test_a_cancel_requested_only_after_the_command_ended_does_not_cover_it() -> 
     assert [w["op"] for w in lost_writes([TRIGGER, cancel(3, T0 + 1.2), cancel(2, T0 + 5.1)], events)] == [3]
 
 
+def retry(ident: int, t1: float) -> chaos.Op:
+    op = chaos.Op(ident, "retry", "web", ["rollout", "retry", "web"], actor=f"chaos-op-{ident}", rc=0)
+    op.out, op.t0, op.t1 = "retrying web version 2\n", t1 - 0.2, t1
+    return op
+
+
 def test_a_cancel_asked_before_a_retry_does_not_cover_a_cancel_after_it() -> None:
     events = [
         TRIGGERED,
         event(2, "CancelRequested", "chaos-op-2", T0 + 1),
-        event(3, "RetryRequested", "someone", T0 + 2),
+        event(3, "RetryRequested", "chaos-op-4", T0 + 2),
     ]
-    assert [w["op"] for w in lost_writes([TRIGGER, cancel(2, T0 + 1.1), cancel(3, T0 + 3)], events)] == [3]
+    ops = [TRIGGER, cancel(2, T0 + 1.1), retry(4, T0 + 2.1), cancel(3, T0 + 3)]
+    assert [w["op"] for w in lost_writes(ops, events)] == [3]
+
+
+def test_a_cancel_asked_on_a_host_whose_clock_was_stepped_ahead_still_covers_a_later_cancel() -> None:
+    """Seen in the nemesis (seed 24): host A's wall clock was 8 s ahead when its `cancel` asked; a
+    `cancel` from host B began after A's was acknowledged, found the cancel asked, appended nothing and
+    printed the version. The ask's timestamp lies after B's command ended; the log's order does not."""
+    events = [TRIGGERED, event(2, "CancelRequested", "chaos-op-2", T0 + 9)]
+    assert lost_writes([TRIGGER, cancel(2, T0 + 1.1), cancel(3, T0 + 1.5)], events) == []
+
+
+def test_a_retry_stamped_in_the_past_still_ends_the_ask_it_follows() -> None:
+    """The other way round: a retry from a host whose clock was stepped back, acknowledged before the
+    cancel began, ends the earlier ask though its timestamp lies before it."""
+    events = [
+        TRIGGERED,
+        event(2, "CancelRequested", "chaos-op-2", T0 + 1),
+        event(3, "RetryRequested", "chaos-op-4", T0 - 5),
+    ]
+    ops = [TRIGGER, cancel(2, T0 + 1.1), retry(4, T0 + 2.1), cancel(3, T0 + 3)]
+    assert [w["op"] for w in lost_writes(ops, events)] == [3]
+
+
+def test_a_cancel_running_beside_a_retry_may_have_read_the_ask_before_it() -> None:
+    events = [
+        TRIGGERED,
+        event(2, "CancelRequested", "chaos-op-2", T0 + 1),
+        event(3, "RetryRequested", "chaos-op-4", T0 + 2.9),
+    ]
+    ops = [TRIGGER, cancel(2, T0 + 1.1), retry(4, T0 + 2.95), cancel(3, T0 + 3)]
+    assert lost_writes(ops, events) == []
 
 
 def test_a_cancel_that_wrote_its_own_request_is_not_lost_when_a_retry_follows_before_it_ends() -> None:
