@@ -11,7 +11,8 @@ own CLI fork server (bench/cli_server.py, started in the namespace: every comman
 process there). Each reaches PostgreSQL (127.0.0.1:5432) only through its fault proxy in the root
 namespace, on the veth's root address (bench/nemesis_net.py). The log is in a schema of the run's
 own, dropped at the end; namespaces and veths are removed at the end, on failure too, and those an
-earlier run left (named nmz...) at the start: so run one nemesis at a time on a machine.
+earlier run that died left (named nmz...) at the start. Runs side by side keep apart (each holds
+its own tag: bench/nemesis_net.py), though they share the machine's two cores and its timing.
 
 Faults (bench/nemesis_faults.py), seeded, one window per host at a time, every kind as often:
 partition (both ways), replies lost (COMMIT's outcome unknown), delay past the lease, connection
@@ -114,7 +115,7 @@ class Nemesis(FaultDriver, NemesisChecks):
         self.fault_rng = random.Random(args.seed * 7919 + 1)
         self.lease = args.lease
         self.gap = args.gap if args.gap else args.lease * 0.8
-        self.tag = random.Random().randrange(1 << 16)
+        self.tag, self.tag_lock = nemesis_net.claim_tag()  # names and subnets no live run uses
         self.tmp = Path(tempfile.mkdtemp(prefix=f"rollouts-nemesis-{args.seed}-"))
         self.gt = self.tmp / "ground-truth"
         self.logs = self.tmp / "logs"
@@ -192,6 +193,7 @@ class Nemesis(FaultDriver, NemesisChecks):
             nemesis_net.cleanup_leftovers()
         with contextlib.suppress(Exception):
             self.journal.close()
+        self.tag_lock.close()
         if not self.keep:
             drop_schema(self.pg_url, self.schema)
 

@@ -12,15 +12,19 @@ forwards to 127.0.0.1:5432. Faults:
 - delay: every byte either way is held for a fixed time (past the lease), in order;
 - reset: every connection of the host is reset at once (RST: SO_LINGER 0, then close).
 
-Names start with PREFIX; `cleanup_leftovers()` removes what an earlier run of ours left behind
-(namespaces with their processes, veths). Needs root: `unavailable()` says why not, where not.
+Names start with PREFIX and the run's tag; a run holds its tag's lock file for its whole life
+(`claim_tag()`), so runs side by side (two test suites on one machine) use their own names and
+subnets, and `cleanup_leftovers()` removes only what a run that is gone left behind (namespaces with
+their processes, veths). Needs root: `unavailable()` says why not, where not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import random
 import signal
 import socket
 import struct
@@ -29,9 +33,12 @@ import threading
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 PREFIX = "nmz"
+TAGS = 150  # a tag is also its hosts' subnet, 10.(100 + tag).(host).0/24
+LOCKS = Path("/run/lock/rollouts-nemesis")
 PG_TARGET = ("127.0.0.1", 5432)
 PROXY_PORT = 5432
 
@@ -72,19 +79,50 @@ def kill_namespace(ns: str) -> None:
     ip("netns", "del", ns, check=False)
 
 
+def claim_tag() -> tuple[int, IO[str]]:
+    """A tag that no live run holds, and its lock file, held until the file is closed (or we die)."""
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    for tag in random.Random().sample(range(TAGS), TAGS):
+        lock = open(LOCKS / f"{tag}.lock", "w")  # noqa: SIM115 - held for the run's life
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return tag, lock
+    raise RuntimeError(f"all {TAGS} nemesis tags are held by live runs ({LOCKS})")
+
+
+def held_by_a_live_run(name: str) -> bool:
+    """Whether `name` (PREFIX, four hex digits of a tag, then the rest) is a live run's: its tag's lock
+    is held (by another run, or by this process through its own claim)."""
+    try:
+        tag = int(name[len(PREFIX) : len(PREFIX) + 4], 16)
+    except ValueError:
+        return True  # not one of a run's names (a probe's): left alone
+    with open(LOCKS / f"{tag}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return False
+
+
 def cleanup_leftovers() -> list[str]:
-    """Remove namespaces and links named with our prefix (an earlier run that died); what was removed."""
+    """Remove namespaces and links named with our prefix whose run is gone (it died); what was removed."""
+    LOCKS.mkdir(parents=True, exist_ok=True)
     removed = []
     for line in ip("netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
-        if name.startswith(PREFIX):
+        if name.startswith(PREFIX) and not held_by_a_live_run(name):
             kill_namespace(name)
             removed.append(name)
     for line in ip("-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(":")
         if len(parts) > 1:
             name = parts[1].strip().split("@")[0]
-            if name.startswith(PREFIX):
+            if name.startswith(PREFIX) and not held_by_a_live_run(name):
                 ip("link", "del", name, check=False)
                 removed.append(name)
     return removed
@@ -103,7 +141,7 @@ class Host:
 
     @classmethod
     def make(cls, index: int, tag: int) -> Host:
-        net = f"10.{100 + tag % 150}.{index}"
+        net = f"10.{100 + tag}.{index}"
         host = cls(index, f"{PREFIX}{tag:04x}h{index}", f"{PREFIX}{tag:04x}r{index}", f"{PREFIX}{tag:04x}n{index}",
                    f"{net}.1", f"{net}.2")  # fmt: skip
         ip("netns", "add", host.ns)

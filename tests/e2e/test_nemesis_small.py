@@ -29,10 +29,7 @@ KINDS = ("partition", "replies_lost", "delay", "reset", "pause", "clock_step", "
 
 
 def preconditions() -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import nemesis_net
-
-    why = nemesis_net.unavailable()
+    why = nemesis_net_module().unavailable()
     if why is not None:
         pytest.skip(f"no network namespaces here: {why}")
     unreachable = postgres_reachable()
@@ -74,3 +71,35 @@ def test_full_nemesis_run_keeps_every_invariant() -> None:
     result, why = nemesis(["--seed", "7", "--rollouts", "1000", "--minutes", "90", "--min-faults", "300"], 7200)
     assert result["rollouts"] >= 1000 and result["fault_windows"] >= 300, why
     assert min(result["fault_windows_by_kind"].values()) >= 40, why
+
+
+def test_a_run_removes_what_a_dead_run_left_and_nothing_of_a_live_one() -> None:
+    """Two suites on one machine once ran their nemesis side by side: the second's start removed every
+    `nmz` namespace, the first run's live hosts included. Now a leftover goes only once its run's tag
+    is free (the run that held it is gone)."""
+    net = nemesis_net_module()
+    why = net.unavailable()
+    if why is not None:
+        pytest.skip(f"no network namespaces here: {why}")
+    tag, lock = net.claim_tag()
+    name = f"{net.PREFIX}{tag:04x}h9"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        assert name not in net.cleanup_leftovers()
+        assert name in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        other, other_lock = net.claim_tag()  # a second live run gets a tag (and a subnet) of its own
+        assert other != tag
+        other_lock.close()
+        lock.close()  # the run is gone
+        assert name in net.cleanup_leftovers()
+        assert name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    finally:
+        lock.close()
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def nemesis_net_module() -> Any:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import nemesis_net
+
+    return nemesis_net
