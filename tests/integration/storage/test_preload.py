@@ -11,6 +11,7 @@ from eventsourcing.application import AggregateNotFoundError, Repository, projec
 
 from rollouts.adapters.application import RolloutsApp, new_meta
 from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
@@ -77,3 +78,22 @@ def test_loads_in_a_window_read_nothing_new_and_loads_after_it_read_afresh(apps:
         writer.latest("short", None, True, meta())  # committed meanwhile: the window's loads do not see it
         assert reader.repository.get(streams[1]).latest_revision == before
     assert reader.repository.get(streams[1]).latest_revision == before + 1
+
+
+def test_the_claims_of_many_streams_read_at_once_are_each_ones_latest_claim(apps: Any) -> None:
+    """claims_of (one query for a pass's creates) answers as claim_of does for each stream alone:
+    the latest claim (a retry's, not its first attempt's), and nothing for a stream never claimed."""
+    writer, _ = apps
+    for name in ("a", "b", "c"):
+        writer.create_config(name, Spec(command=["true"]), meta())
+        writer.latest(name, None, False, meta())
+    for name in ("a", "b"):
+        commands.claim(writer, name, 1, "me", meta())
+    deployer = ids.deployer_name("a", 1, 1)
+    commands.report(writer, "a", 1, lambda d: d.report_exited(deployer, 1, "failed", meta()), meta())
+    writer.retry("a", meta())
+    commands.claim(writer, "a", 1, "me", meta())  # attempt 2: a claim of its own, later in the log
+    streams = [ids.deployment_id(ids.config_id(n), 1) for n in ("a", "b", "c")]
+    one_by_one = {s: found for s in streams if (found := writer.recorder.claim_of(s)) is not None}
+    assert set(one_by_one) == set(streams[:2])
+    assert writer.recorder.claims_of([*streams, streams[0]]) == one_by_one
