@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from copy import deepcopy
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -13,7 +14,9 @@ from rollouts.adapters.application import RolloutsApp, new_meta
 from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
-from rollouts.domain import ids
+from rollouts.adapters.preload import copy_of
+from rollouts.domain import ids, rollout
+from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.spec import Spec
 
 
@@ -97,3 +100,29 @@ def test_the_claims_of_many_streams_read_at_once_are_each_ones_latest_claim(apps
     one_by_one = {s: found for s in streams if (found := writer.recorder.claim_of(s)) is not None}
     assert set(one_by_one) == set(streams[:2])
     assert writer.recorder.claims_of([*streams, streams[0]]) == one_by_one
+
+
+def test_a_copy_of_an_aggregate_equals_deepcopys_and_shares_nothing_that_can_change() -> None:
+    """copy_of (each load of a window) is deepcopy at less cost: equal state, no mutable part shared,
+    containers shared inside the aggregate still shared in the copy, frozen atoms shared."""
+    config = DeploymentConfig(name="web", spec=Spec(command=["deploy"], verify=["check"]).to_data(), meta=meta())
+    deployment = rollout.trigger(config, [], cause="manual", message=None, supersede=False, meta=meta())[-1]
+    rollout.claim(config, deployment, "ctl", meta())
+    name = deployment.step.name if deployment.step else ""
+    deployment.report_created(name, "local", meta())
+    deployment.report_started(name, meta())
+    deployment.report_exited(name, 0, None, meta())  # a measurement now: tallies, a step
+    config.collect_events()
+    deployment.collect_events()
+    deployment.shared = [deployment.tallies, deployment.tallies]  # an alias, as deepcopy keeps it
+    for aggregate in (config, deployment):
+        copied, deep = copy_of(aggregate), deepcopy(aggregate)
+        assert type(copied) is type(aggregate) and vars(copied) == vars(deep) == vars(aggregate)
+        for field, value in vars(aggregate).items():
+            if isinstance(value, dict | list):
+                assert getattr(copied, field) is not value, field
+    copied = copy_of(deployment)
+    assert copied.shared[0] is copied.shared[1] is copied.tallies
+    assert copied.step is deployment.step  # a frozen Step of atoms: nothing to copy
+    copied.tallies.setdefault(9, {})["failed"] = 1
+    assert 9 not in deployment.tallies
