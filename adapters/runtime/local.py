@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 from rollouts.adapters.home import Home, private_dir, private_file
@@ -290,8 +290,12 @@ class LocalRuntime(Stopping):
         with self._tx() as db:
             return db.execute("UPDATE deployers SET claim = ? WHERE claim IS NULL", (UNKNOWN_CLAIM,)).rowcount
 
-    def list(self, *, include_pruned: bool = False) -> list[Observed]:
-        return self._select("" if include_pruned else " WHERE pruned = 0")
+    def list(self, *, include_pruned: bool = False, configs: Collection[str] | None = None) -> list[Observed]:
+        where = [] if include_pruned else ["pruned = 0"]
+        names = sorted(set(configs)) if configs is not None else []
+        if configs is not None:  # a pass's ended configs: their rows only, not the whole table made into rows
+            where.append(f"config IN ({','.join('?' * len(names))})")
+        return self._select(f" WHERE {' AND '.join(where)}" if where else "", tuple(names))
 
     def active(self) -> list[Observed]:
         """Rows in state created or running (served by the index on state)."""
