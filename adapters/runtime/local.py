@@ -326,20 +326,22 @@ class LocalRuntime(Stopping):
         """Mark lost what lost its shim; active rows plus those that ended during the call."""
         self._reopen_if_replaced()
         self._reap()
-        before = [row["name"] for row in self._execute(table.ACTIVE_NAMES).fetchall()]
-        for name in before:
-            self._refresh(name)
+        before = self._execute(table.ACTIVE_ROWS).fetchall()  # one read for all: a pass looks at every one
+        for row in before:
+            self._refresh(row)
         for row in self._execute(table.STOPPING).fetchall():
             self._finish_stop(row)
         after = self.active()
         still = {o.name for o in after}
-        ended = [self.get(name) for name in before if name not in still]
-        return after + [o for o in ended if o is not None]
+        ended = [row["name"] for row in before if row["name"] not in still]
+        return after + [o for i in range(0, len(ended), 500) for o in self._named(ended[i : i + 500])]
 
-    def _refresh(self, name: str) -> None:
-        row = self._row(name)
-        if row is None or row["state"] not in ACTIVE:
-            return
+    def _named(self, names: Sequence[str]) -> list[Observed]:
+        return self._select(f" WHERE name IN ({','.join('?' * len(names))})", tuple(names)) if names else []
+
+    def _refresh(self, row: sqlite3.Row) -> None:
+        """Mark lost the active row (as read by this observe) whose shim, or creator before any shim, is dead."""
+        name = row["name"]
         if row["shim_pid"] is None:
             if not procs.is_alive(row["creator_pid"], row["creator_start"]):
                 sql = table.LOST + " AND shim_pid IS NULL"
