@@ -157,13 +157,20 @@ def copy_of(aggregate: Any) -> Any:
     fraction of its cost: an aggregate's state is made of dicts, lists, tuples, atoms and frozen
     values, which are copied or shared here without deepcopy's dispatch; anything else is deepcopy's."""
     kind = type(aggregate)
-    plain = kind.__reduce_ex__ is object.__reduce_ex__ and not hasattr(kind, "__deepcopy__")
-    if not plain or not hasattr(aggregate, "__dict__"):
+    if not (_copies_plainly(kind) and hasattr(aggregate, "__dict__")):
         return deepcopy(aggregate)
     memo: dict[int, Any] = {}
     twin = kind.__new__(kind)
     twin.__dict__.update({name: _copied(value, memo) for name, value in vars(aggregate).items()})
     return twin
+
+
+def _copies_plainly(kind: type) -> bool:
+    """Whether deepcopy copies instances of `kind` as their __dict__ (no copy or pickling hook of its own)."""
+    hooks = ("__reduce_ex__", "__reduce__", "__getstate__")
+    return all(getattr(kind, h) is getattr(object, h) for h in hooks) and not (
+        hasattr(kind, "__deepcopy__") or hasattr(kind, "__setstate__")
+    )
 
 
 def _copied(value: Any, memo: dict[int, Any]) -> Any:

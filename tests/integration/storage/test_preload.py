@@ -126,3 +126,19 @@ def test_a_copy_of_an_aggregate_equals_deepcopys_and_shares_nothing_that_can_cha
     assert copied.step is deployment.step  # a frozen Step of atoms: nothing to copy
     copied.tallies.setdefault(9, {})["failed"] = 1
     assert 9 not in deployment.tallies
+
+
+class Hooked:
+    """An object with a pickling hook of its own: copied as deepcopy copies it, hook and all."""
+
+    def __init__(self) -> None:
+        self.items = [1, 2]
+        self.hooked = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**vars(self), "hooked": True}
+
+
+def test_an_object_with_a_copy_hook_of_its_own_is_copied_by_deepcopy() -> None:
+    copied = copy_of(Hooked())
+    assert copied.hooked and copied.items == [1, 2]
