@@ -11,9 +11,12 @@ snapshot of the log, and every save still checks each aggregate's version (I4).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from copy import deepcopy
+from datetime import datetime
+from enum import Enum
 from itertools import chain
 from typing import Any
 from uuid import UUID
@@ -55,7 +58,7 @@ class PreloadingRepository(Repository[UUID]):
         if found is None:
             raise AggregateNotFoundError(aggregate_id)
         if kwargs.get("deepcopy_from_cache", True) and self.deepcopy_from_cache:
-            return deepcopy(found)
+            return copy_of(found)
         return found
 
     def _reconstruct_aggregate(self, aggregate_id: UUID, version: int | None, projector_func: Any) -> Any:
@@ -143,3 +146,60 @@ def _by_stream(stored: Iterable[StoredEvent], to_event: Any) -> dict[UUID, list[
         event = to_event(s)
         found.setdefault(event.originator_id, []).append(event)
     return found
+
+
+# Values that never change in place: a copy shares them, as deepcopy does for most of them anyway.
+_ATOMIC = frozenset({str, int, float, bool, type(None), bytes, UUID, datetime})
+
+
+def copy_of(aggregate: Any) -> Any:
+    """A deep copy of an aggregate, as copy.deepcopy makes it (shared containers stay shared), at a
+    fraction of its cost: an aggregate's state is made of dicts, lists, tuples, atoms and frozen
+    values, which are copied or shared here without deepcopy's dispatch; anything else is deepcopy's."""
+    kind = type(aggregate)
+    if not (_copies_plainly(kind) and hasattr(aggregate, "__dict__")):
+        return deepcopy(aggregate)
+    memo: dict[int, Any] = {}
+    twin = kind.__new__(kind)
+    twin.__dict__.update({name: _copied(value, memo) for name, value in vars(aggregate).items()})
+    return twin
+
+
+def _copies_plainly(kind: type) -> bool:
+    """Whether deepcopy copies instances of `kind` as their __dict__ (no copy or pickling hook of its own)."""
+    hooks = ("__reduce_ex__", "__reduce__", "__getstate__")
+    return all(getattr(kind, h) is getattr(object, h) for h in hooks) and not (
+        hasattr(kind, "__deepcopy__") or hasattr(kind, "__setstate__")
+    )
+
+
+def _copied(value: Any, memo: dict[int, Any]) -> Any:
+    kind = type(value)
+    if kind in _ATOMIC or isinstance(value, Enum):
+        return value
+    if id(value) in memo:
+        return memo[id(value)]
+    if kind is dict:
+        mapping: dict[Any, Any] = {}
+        memo[id(value)] = mapping
+        mapping.update({k: _copied(v, memo) for k, v in value.items()})  # keys are hashable: atoms here
+        return mapping
+    if kind is list:
+        items: list[Any] = []
+        memo[id(value)] = items
+        items.extend(_copied(v, memo) for v in value)
+        return items
+    if kind is tuple:
+        memo[id(value)] = found = tuple(_copied(v, memo) for v in value)
+        return found
+    if _frozen_atoms(value):
+        return value
+    return deepcopy(value, memo)  # memo: deepcopy's own protocol (id -> copy), shared with it
+
+
+def _frozen_atoms(value: Any) -> bool:
+    """A frozen dataclass whose fields all hold atoms (a Step, a Who): nothing in it can change."""
+    params = getattr(type(value), "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return False
+    return all(type(getattr(value, f.name)) in _ATOMIC for f in dataclasses.fields(value))

@@ -220,9 +220,8 @@ class Controller:
         if not self.executor.ended:
             return
         by_config: dict[str, list[Observed]] = {}
-        for row in self.runtime.list():
-            if row.config in self.executor.ended:
-                by_config.setdefault(row.config, []).append(row)
+        for row in self.runtime.list(configs=self.executor.ended):
+            by_config.setdefault(row.config, []).append(row)
         configs = [ids.config_id(name) for name in by_config]
         with self.app.preloaded(configs) if len(configs) > 1 else contextlib.nullcontext():  # one read for all
             limits = {}

@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 from rollouts.adapters.home import Home, private_dir, private_file
@@ -290,8 +290,12 @@ class LocalRuntime(Stopping):
         with self._tx() as db:
             return db.execute("UPDATE deployers SET claim = ? WHERE claim IS NULL", (UNKNOWN_CLAIM,)).rowcount
 
-    def list(self, *, include_pruned: bool = False) -> list[Observed]:
-        return self._select("" if include_pruned else " WHERE pruned = 0")
+    def list(self, *, include_pruned: bool = False, configs: Collection[str] | None = None) -> list[Observed]:
+        where = [] if include_pruned else ["pruned = 0"]
+        names = sorted(set(configs)) if configs is not None else []
+        if configs is not None:  # a pass's ended configs: their rows only, not the whole table made into rows
+            where.append(f"config IN ({','.join('?' * len(names))})")
+        return self._select(f" WHERE {' AND '.join(where)}" if where else "", tuple(names))
 
     def active(self) -> list[Observed]:
         """Rows in state created or running (served by the index on state)."""
@@ -322,20 +326,22 @@ class LocalRuntime(Stopping):
         """Mark lost what lost its shim; active rows plus those that ended during the call."""
         self._reopen_if_replaced()
         self._reap()
-        before = [row["name"] for row in self._execute(table.ACTIVE_NAMES).fetchall()]
-        for name in before:
-            self._refresh(name)
+        before = self._execute(table.ACTIVE_ROWS).fetchall()  # one read for all: a pass looks at every one
+        for row in before:
+            self._refresh(row)
         for row in self._execute(table.STOPPING).fetchall():
             self._finish_stop(row)
         after = self.active()
         still = {o.name for o in after}
-        ended = [self.get(name) for name in before if name not in still]
-        return after + [o for o in ended if o is not None]
+        ended = [row["name"] for row in before if row["name"] not in still]
+        return after + [o for i in range(0, len(ended), 500) for o in self._named(ended[i : i + 500])]
 
-    def _refresh(self, name: str) -> None:
-        row = self._row(name)
-        if row is None or row["state"] not in ACTIVE:
-            return
+    def _named(self, names: Sequence[str]) -> list[Observed]:
+        return self._select(f" WHERE name IN ({','.join('?' * len(names))})", tuple(names)) if names else []
+
+    def _refresh(self, row: sqlite3.Row) -> None:
+        """Mark lost the active row (as read by this observe) whose shim, or creator before any shim, is dead."""
+        name = row["name"]
         if row["shim_pid"] is None:
             if not procs.is_alive(row["creator_pid"], row["creator_start"]):
                 sql = table.LOST + " AND shim_pid IS NULL"

@@ -7,7 +7,7 @@ Every call the controller makes on a runtime is here, so a double cannot drift f
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -104,7 +104,9 @@ class Runtime(Protocol):
         with a table it lost (runtime.db deleted or replaced), so what runs for it is unknown."""
         ...
 
-    def list(self, *, include_pruned: bool = False) -> Rows: ...
+    def list(self, *, include_pruned: bool = False, configs: Collection[str] | None = None) -> Rows:
+        """Rows (unpruned ones unless `include_pruned`), of `configs` only if given."""
+        ...
 
     def active(self) -> Rows:
         """Rows in state created or running."""

@@ -32,7 +32,7 @@ OBSERVED = (
     " FROM deployers"
 )
 WHERE_ACTIVE = " WHERE state IN ('created', 'running')"
-ACTIVE_NAMES = "SELECT name FROM deployers" + WHERE_ACTIVE
+ACTIVE_ROWS = "SELECT * FROM deployers" + WHERE_ACTIVE
 ORDER = " ORDER BY created_at, name"
 INSERT = (
     "INSERT INTO deployers (name, config, revision, attempt, state, argv, env, pass_env, cwd,"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import pathlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from rollouts.adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
@@ -156,9 +156,10 @@ class SimRuntime:
     def born(self) -> str | None:
         return None  # the simulated table is never lost
 
-    def list(self, *, include_pruned: bool = False) -> list[Observed]:
+    def list(self, *, include_pruned: bool = False, configs: Collection[str] | None = None) -> list[Observed]:
         rows = sorted(self.rows.values(), key=lambda r: r.seq)
-        return [r.observed() for r in rows if include_pruned or not r.pruned]
+        found = [r.observed() for r in rows if include_pruned or not r.pruned]
+        return found if configs is None else [o for o in found if o.config in configs]
 
     def active(self) -> list[Observed]:
         return [o for o in self.list(include_pruned=True) if o.state in ACTIVE]

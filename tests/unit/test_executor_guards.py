@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ class FakeRuntime:
     def born(self) -> str | None:
         return None
 
-    def list(self, *, include_pruned: bool = False) -> list[Observed]:
+    def list(self, *, include_pruned: bool = False, configs: Collection[str] | None = None) -> list[Observed]:
         return []
 
     def active(self) -> list[Observed]:

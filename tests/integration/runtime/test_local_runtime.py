@@ -302,6 +302,20 @@ def test_prune_removes_the_log_and_keeps_the_row_as_a_pruned_tombstone(
         create(runtime, ["true"])
 
 
+def test_the_rows_of_some_configs_are_theirs_alone_pruned_ones_left_out_unless_asked(
+    runtime: LocalRuntime,
+) -> None:
+    """What a pass that ended deployments reads to prune: the rows of those configs, not the whole table."""
+    for config in ("app", "web", "db"):
+        runtime.tombstone(f"{config}-1-deploy-1", config=config, revision=1, attempt=1, reason="cancelled")
+    runtime.prune(["web-1-deploy-1"])
+    assert [r.name for r in runtime.list(configs={"app", "web"})] == ["app-1-deploy-1"]
+    names = {r.name for r in runtime.list(configs=["web", "db"], include_pruned=True)}
+    assert names == {"web-1-deploy-1", "db-1-deploy-1"}
+    assert runtime.list(configs=[]) == []
+    assert len(runtime.list()) == 2
+
+
 def test_two_threads_racing_to_create_one_name_spawn_it_once(
     home: pathlib.Path, runtime: LocalRuntime, tmp_path: pathlib.Path
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from copy import deepcopy
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -11,8 +12,11 @@ from eventsourcing.application import AggregateNotFoundError, Repository, projec
 
 from rollouts.adapters.application import RolloutsApp, new_meta
 from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
-from rollouts.domain import ids
+from rollouts.adapters.preload import copy_of
+from rollouts.domain import ids, rollout
+from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.spec import Spec
 
 
@@ -77,3 +81,64 @@ def test_loads_in_a_window_read_nothing_new_and_loads_after_it_read_afresh(apps:
         writer.latest("short", None, True, meta())  # committed meanwhile: the window's loads do not see it
         assert reader.repository.get(streams[1]).latest_revision == before
     assert reader.repository.get(streams[1]).latest_revision == before + 1
+
+
+def test_the_claims_of_many_streams_read_at_once_are_each_ones_latest_claim(apps: Any) -> None:
+    """claims_of (one query for a pass's creates) answers as claim_of does for each stream alone:
+    the latest claim (a retry's, not its first attempt's), and nothing for a stream never claimed."""
+    writer, _ = apps
+    for name in ("a", "b", "c"):
+        writer.create_config(name, Spec(command=["true"]), meta())
+        writer.latest(name, None, False, meta())
+    for name in ("a", "b"):
+        commands.claim(writer, name, 1, "me", meta())
+    deployer = ids.deployer_name("a", 1, 1)
+    commands.report(writer, "a", 1, lambda d: d.report_exited(deployer, 1, "failed", meta()), meta())
+    writer.retry("a", meta())
+    commands.claim(writer, "a", 1, "me", meta())  # attempt 2: a claim of its own, later in the log
+    streams = [ids.deployment_id(ids.config_id(n), 1) for n in ("a", "b", "c")]
+    one_by_one = {s: found for s in streams if (found := writer.recorder.claim_of(s)) is not None}
+    assert set(one_by_one) == set(streams[:2])
+    assert writer.recorder.claims_of([*streams, streams[0]]) == one_by_one
+
+
+def test_a_copy_of_an_aggregate_equals_deepcopys_and_shares_nothing_that_can_change() -> None:
+    """copy_of (each load of a window) is deepcopy at less cost: equal state, no mutable part shared,
+    containers shared inside the aggregate still shared in the copy, frozen atoms shared."""
+    config = DeploymentConfig(name="web", spec=Spec(command=["deploy"], verify=["check"]).to_data(), meta=meta())
+    deployment = rollout.trigger(config, [], cause="manual", message=None, supersede=False, meta=meta())[-1]
+    rollout.claim(config, deployment, "ctl", meta())
+    name = deployment.step.name if deployment.step else ""
+    deployment.report_created(name, "local", meta())
+    deployment.report_started(name, meta())
+    deployment.report_exited(name, 0, None, meta())  # a measurement now: tallies, a step
+    config.collect_events()
+    deployment.collect_events()
+    deployment.shared = [deployment.tallies, deployment.tallies]  # an alias, as deepcopy keeps it
+    for aggregate in (config, deployment):
+        copied, deep = copy_of(aggregate), deepcopy(aggregate)
+        assert type(copied) is type(aggregate) and vars(copied) == vars(deep) == vars(aggregate)
+        for field, value in vars(aggregate).items():
+            if isinstance(value, dict | list):
+                assert getattr(copied, field) is not value, field
+    copied = copy_of(deployment)
+    assert copied.shared[0] is copied.shared[1] is copied.tallies
+    assert copied.step is deployment.step  # a frozen Step of atoms: nothing to copy
+    copied.tallies.setdefault(9, {})["failed"] = 1
+    assert 9 not in deployment.tallies
+
+
+class Hooked:
+    """An object with a pickling hook of its own: copied as deepcopy copies it, hook and all."""
+
+    def __init__(self) -> None:
+        self.items = [1, 2]
+        self.hooked = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**vars(self), "hooked": True}
+
+
+def test_an_object_with_a_copy_hook_of_its_own_is_copied_by_deepcopy() -> None:
+    copied = copy_of(Hooked())
+    assert copied.hooked and copied.items == [1, 2]
