@@ -11,7 +11,7 @@ own CLI fork server (bench/cli_server.py, started in the namespace: every comman
 process there). Each reaches PostgreSQL (127.0.0.1:5432) only through its fault proxy in the root
 namespace, on the veth's root address (bench/nemesis_net.py). The log is in a schema of the run's
 own, dropped at the end; namespaces and veths are removed at the end, on failure too, and those an
-earlier run that died left (named nmz...) at the start. Runs side by side keep apart (each holds
+earlier run that died left (named nmt...) at the start. Runs side by side keep apart (each holds
 its own tag: bench/nemesis_net.py), though they share the machine's two cores and its timing.
 
 Faults (bench/nemesis_faults.py), seeded, one window per host at a time, every kind as often:

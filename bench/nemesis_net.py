@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-PREFIX = "nmz"
+PREFIX = "nmt"  # (runs before tags were held used "nmz" and removed every "nmz" name at their start)
 TAGS = 150  # a tag is also its hosts' subnet, 10.(100 + tag).(host).0/24
 LOCKS = Path("/run/lock/rollouts-nemesis")
 PG_TARGET = ("127.0.0.1", 5432)
