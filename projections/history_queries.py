@@ -90,8 +90,10 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
 
 # -- what /metrics reports (adapters/web/metrics.py, adapters/web/exposition.py) --------------------
 
-_PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments{} GROUP BY config, phase ORDER BY config, phase"
-_OF_CONFIGS = " WHERE config IN (SELECT value FROM json_each(?))"
+# The history view keeps these sums by config (history.PHASE_COUNTS, VERIFICATION_COUNTS): reading them is
+# reading a row or a few per config, not every deployment.
+_PHASE_COUNTS = "SELECT config, phase, n FROM phase_counts WHERE n > 0{} ORDER BY config, phase"
+_OF_CONFIGS = " AND config IN (SELECT value FROM json_each(?))"
 _ENDINGS = "SELECT config, outcome, sum(count) FROM endings GROUP BY config, outcome"
 _DURATIONS = "SELECT le, count, seconds FROM endings"
 _ENDING_ROWS = "SELECT config, outcome, le, count, coalesce(seconds, 0.0) FROM endings{} ORDER BY rowid"
@@ -119,8 +121,8 @@ def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
 
 
 _STEP_COUNTS = (
-    "SELECT config, sum(passed), sum(failed), sum(inconclusive), count(rollback_of) FROM deployments{}"
-    " GROUP BY config HAVING sum(passed) + sum(failed) + sum(inconclusive) + count(rollback_of) > 0 ORDER BY config"
+    "SELECT config, passed, failed, inconclusive, rollbacks FROM verification_counts"
+    " WHERE passed + failed + inconclusive + rollbacks > 0{} ORDER BY config"
 )
 
 

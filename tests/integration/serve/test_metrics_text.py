@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
@@ -25,6 +26,7 @@ from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.cli.state import State
 from rollouts.adapters.home import Home
 from rollouts.adapters.web import exposition, metrics
+from rollouts.projections import history_queries
 from tests.conftest import Rollouts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
@@ -82,6 +84,8 @@ def test_the_text_made_in_pieces_is_the_whole_registrys_after_any_changes(
                 assert HISTORY_LAG.sub(b"", text) == HISTORY_LAG.sub(b"", whole(state))
             if rng.random() < 0.2:
                 assert served.text() == served.text()  # nothing moved: the same text
+        state.read("history")
+        assert_sums_are_the_deployments(state.projections.db("history"))
     finally:
         state.close()
         app.close()
@@ -101,3 +105,45 @@ def change(rng: random.Random, users: Generator, home: Rollouts, clock: Callable
         home.run("rollout", *verb.split(), "web")  # refused or not: either is a state to scrape
     else:
         assert home.run("projections", "rebuild", "history").exit_code == 0
+
+
+# What the history view's sums stand for: these queries over every deployment (what /metrics read before 6).
+PHASES_OF_DEPLOYMENTS = "SELECT config, phase, count(*) FROM deployments GROUP BY config, phase ORDER BY config, phase"
+VERIFIED_OF_DEPLOYMENTS = (
+    "SELECT config, sum(passed), sum(failed), sum(inconclusive), count(rollback_of) FROM deployments"
+    " GROUP BY config HAVING sum(passed) + sum(failed) + sum(inconclusive) + count(rollback_of) > 0 ORDER BY config"
+)
+
+
+def assert_sums_are_the_deployments(db: Any) -> None:
+    assert history_queries.phase_counts(db) == db.execute(PHASES_OF_DEPLOYMENTS).fetchall()
+    assert history_queries.verification_counts(db) == [tuple(r) for r in db.execute(VERIFIED_OF_DEPLOYMENTS)]
+    some = [c for (c,) in db.execute("SELECT DISTINCT config FROM deployments")][::2]
+    assert history_queries.phase_counts(db, some) == [r for r in db.execute(PHASES_OF_DEPLOYMENTS) if r[0] in some]
+
+
+def sums(db: Any) -> list[list[tuple[Any, ...]]]:
+    return [db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in ("phase_counts", "verification_counts")]
+
+
+def test_the_sums_of_a_rebuilt_history_are_those_caught_up_a_few_events_at_a_time(
+    home: Rollouts, clock: Callable[[float], None]
+) -> None:
+    rng = random.Random(7)
+    app = open_app(Home(home.home), None)
+    users = Generator(app, random.Random(7), configs=5)
+    state = State(str(home.home), None, "tester@test")
+    try:
+        for _ in range(40):
+            for _ in range(5):
+                clock(10 ** rng.uniform(-2.5, 2.3))
+                users.act(rng.choice(users.names))
+            users.save()
+            state.read("history")  # a few events at a time: each a batch of its own
+        live = sums(state.projections.db("history"))
+        assert_sums_are_the_deployments(state.projections.db("history"))
+        assert home.run("projections", "rebuild", "history").exit_code == 0
+        assert sums(state.read("history").db("history")) == live
+    finally:
+        state.close()
+        app.close()
