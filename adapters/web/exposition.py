@@ -2,10 +2,12 @@
 
 The text is the bytes `generate_latest` gives for the whole registry of adapters/web/metrics.py,
 made in pieces, still by prometheus_client: each family's HELP and TYPE lines are
-`generate_latest` of the family without samples; a config's sample lines are cut, line by line,
-from `generate_latest` of a family holding the samples of the configs that changed (the library
-writes one line per sample, in the order they were added, and escapes newlines in labels); the
-small families (lag, head, the histogram) are `generate_latest` of themselves at each scrape.
+`generate_latest` of the family without samples; a config's sample lines are the library's line
+for one sample of the family (made once, with placeholders: Template) with the config's label
+values and values put in, or, for a label value that needs escaping, cut line by line from
+`generate_latest` of a family holding that config's samples (the library writes one line per
+sample, in the order they were added); the small families (lag, head, the histogram) are
+`generate_latest` of themselves at each scrape.
 
 Which configs changed: those of the deployments that the log's events since the last scrape
 belong to (only deployment events change the rows the families read). Past MAX_EVENTS of them,
@@ -13,13 +15,15 @@ or on another log or view version, every config is read again."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import groupby
 from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from rollouts.adapters.web import metrics
 from rollouts.projections import files, history_queries
@@ -134,6 +138,7 @@ class PerConfig:
         self.family = family
         self.add = add  # add(family, config, rows): that config's samples, from its rows
         self.header = _formatted(family())  # HELP and TYPE
+        self.template = Template(family)
         self.lines: dict[str, tuple[Any, bytes]] = {}
         self._order: list[str] = []  # the configs in self.lines, sorted
         self._text: bytes | None = None
@@ -152,6 +157,19 @@ class PerConfig:
         if changed:
             self._format(sorted(changed))
 
+    def _lines(self, config: str, value: Any) -> bytes:
+        """`config`'s sample lines: from the template, or (a label value to escape) by the library."""
+        made = _Lines(self.template)
+        self.add(made, config, value)
+        if made.lines is not None:
+            return "".join(made.lines).encode()
+        family = self.family()
+        self.add(family, config, value)
+        lines = _formatted(family).split(b"\n")[2:-1]  # after HELP and TYPE
+        if len(lines) != len(family.samples):
+            raise RuntimeError(f"prometheus_client wrote {len(lines)} lines for {len(family.samples)} samples")
+        return b"".join(line + b"\n" for line in lines)
+
     def text(self) -> bytes:
         if self._text is None:
             lines = self.lines
@@ -159,17 +177,9 @@ class PerConfig:
         return self._text
 
     def _format(self, changed: list[tuple[str, Any]]) -> None:
-        family, ends = self.family(), []
+        known = len(self.lines)
         for config, value in changed:
-            self.add(family, config, value)
-            ends.append(len(family.samples))
-        lines = [line + b"\n" for line in _formatted(family).split(b"\n")[2:-1]]  # after HELP and TYPE
-        if len(lines) != len(family.samples):
-            raise RuntimeError(f"prometheus_client wrote {len(lines)} lines for {len(family.samples)} samples")
-        start, known = 0, len(self.lines)
-        for (config, value), end in zip(changed, ends, strict=True):
-            self.lines[config] = (value, b"".join(lines[start:end]))
-            start = end
+            self.lines[config] = (value, self._lines(config, value))
         if len(self.lines) != known:
             self._order = sorted(self.lines)
         self._text = None
@@ -228,6 +238,69 @@ def _formatted(*families: Metric) -> bytes:
     return generate_latest(_Only(*families))  # type: ignore[arg-type]
 
 
+class Template:
+    """The line generate_latest writes for a sample of one family, cut where its label values and its value
+    go: made by the library once per count of labels (with placeholders), then filled in for each sample.
+
+    The same bytes as the library's for label values that no escaping changes (SAFE); `line` says None
+    for any other (the caller has the library format those)."""
+
+    def __init__(self, family: Callable[[], Metric]) -> None:
+        self.family = family
+        self.formats: dict[int, str] = {}  # by count of labels: the line as a str.format template
+        self.safe: set[str] = set()  # label values seen to need no escaping
+        self.values: dict[int, str] = {}  # floatToGoString of the integer values seen
+
+    def line(self, labels: Sequence[str], value: float) -> str | None:
+        safe = self.safe
+        for label in labels:
+            if label not in safe:
+                if not _SAFE(label) or len(safe) > MAX_SAFE:
+                    return None
+                safe.add(label)
+        if type(value) is int:
+            text = self.values.get(value)
+            if text is None:
+                text = floatToGoString(value)
+                if len(self.values) < MAX_SAFE:
+                    self.values[value] = text
+        else:
+            text = floatToGoString(value)
+        return (self.formats.get(len(labels)) or self._format(len(labels))).format(*labels, text)
+
+    def _format(self, count: int) -> str:
+        family = self.family()
+        family.add_metric([f"@{i}@" for i in range(count)], 0)
+        lines = _formatted(family).decode().split("\n")[2:-1]  # after HELP and TYPE
+        if len(lines) != 1 or not lines[0].endswith(" 0.0"):
+            raise RuntimeError(f"prometheus_client wrote {lines!r} for one sample of value 0")
+        pieces = _PLACEHOLDER.split(lines[0].removesuffix("0.0").replace("{", "{{").replace("}", "}}"))
+        found = "".join(p if i % 2 == 0 else f"{{{p}}}" for i, p in enumerate(pieces)) + f"{{{count}}}\n"
+        self.formats[count] = found
+        return found
+
+
+MAX_SAFE = 100_000  # label values remembered as safe (past it, the library formats the rest), and values
+_SAFE = re.compile(r"[A-Za-z0-9_.:/+ -]*").fullmatch  # label values that no escaping changes
+_PLACEHOLDER = re.compile(r"@(\d+)@")
+
+
+class _Lines:
+    """Stands in for a family to the functions that add a config's samples: writes their lines (see Template)."""
+
+    def __init__(self, template: Template) -> None:
+        self.template = template
+        self.lines: list[str] | None = []  # None: a sample the library must format
+
+    def add_metric(self, labels: Sequence[str], value: float) -> None:
+        if self.lines is not None:
+            line = self.template.line(labels, value)
+            if line is None:
+                self.lines = None
+            else:
+                self.lines.append(line)
+
+
 def _config(row: tuple[Any, ...]) -> Any:
     return row[0]
 
@@ -247,5 +320,9 @@ def _add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...
 
 def _add_finished(family: CounterMetricFamily, config: str, rows: tuple[tuple[Any, ...], ...]) -> None:
     """The config's ends (complete, failed), summed from its `endings` rows."""
-    complete = sum(row[3] for row in rows if row[1] == "complete")
-    metrics.add_finished(family, config, (complete, sum(row[3] for row in rows) - complete))
+    complete = total = 0
+    for _, outcome, _, n, _ in rows:
+        total += n
+        if outcome == "complete":
+            complete += n
+    metrics.add_finished(family, config, (complete, total - complete))
