@@ -25,7 +25,7 @@ from prometheus_client import generate_latest
 from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.cli.state import State
 from rollouts.adapters.home import Home
-from rollouts.adapters.web import exposition, metrics
+from rollouts.adapters.web import checkpoints, exposition, metrics
 from rollouts.projections import history_queries
 from tests.conftest import Rollouts
 
@@ -166,3 +166,25 @@ def test_sample_lines_made_from_templates_are_the_librarys_and_labels_to_escape_
     for config in sorted(values):
         add(whole, config, values[config])
     assert made.text() == generate_latest(exposition._Only(whole))  # type: ignore[arg-type]
+
+
+def test_a_server_leaves_the_views_wal_to_a_thread_that_checkpoints_it_off_the_requests_path(
+    home: Rollouts, tmp_path: Path
+) -> None:
+    home.run("config", "create", "web", "--", "true")
+    state = State(str(home.home), None, "tester@test")
+    state.autocheckpoint = False
+    try:
+        db = state.read("history").db("history")
+        assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        path = state.projections.open_paths()[0]
+        for i in range(3000):  # some 3,000 pages of WAL: SQLite's own would have checkpointed at 1,000
+            db.execute("INSERT INTO endings (key, config) VALUES (?, ?)", (f"k{i}", "x" * 4000))
+        assert checkpoints.wal_bytes(path) > 3 * checkpoints.WAL_BYTES
+        done = checkpoints.Checkpoints()
+        done.after([path, tmp_path / "gone.db"])
+        done.wait()
+        busy, pages, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert (busy, copied) == (0, pages)  # nothing was left to copy: the thread had copied it all
+    finally:
+        state.close()
