@@ -39,6 +39,8 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS phase_counts (key TEXT PRIMARY KEY, config TEXT, phase TEXT, n INTEGER)",
     """CREATE TABLE IF NOT EXISTS verification_counts (config TEXT PRIMARY KEY, passed INTEGER, failed INTEGER,
        inconclusive INTEGER, rollbacks INTEGER)""",
+    # The ends in each duration bucket (`le`) of every config, and their seconds summed exactly (see DURATIONS)
+    "CREATE TABLE IF NOT EXISTS durations (key TEXT PRIMARY KEY, le REAL, count INTEGER, exact TEXT)",
 )
 COLUMNS = {
     "configs": ("stream", "name", "spec", "paused", "latest_version", "created_at", "updated_at"),
@@ -92,6 +94,11 @@ KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings"
 PHASE_COUNTS = ("key", "config", "phase", "n")
 VERIFICATION_COUNTS = ("config", "passed", "failed", "inconclusive", "rollbacks")
 VERIFIED = ("passed", "failed", "inconclusive")  # the deployments' columns summed in verification_counts
+# By duration bucket: the `endings` rows' counts summed, and their seconds summed exactly, as a whole number of
+# 2**-EXACT (every finite float is one) written in decimal: exact / 2**EXACT, correctly rounded, is the
+# math.fsum of the rows' seconds, whatever order they were summed in.
+DURATIONS = ("key", "le", "count", "exact")
+EXACT = 1074
 # The upper bounds (seconds) of the buckets `endings` counts each end of a deployment in: the seconds
 # from its creation to that end (a retried deployment ends more than once). None: above them all.
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
@@ -121,6 +128,12 @@ def _non_finite(value: Any) -> bool:
     if isinstance(value, list):
         return any(_non_finite(v) for v in value)
     return False
+
+
+def exact(seconds: float) -> int:
+    """`seconds` as a whole number of 2**-EXACT."""
+    num, den = seconds.as_integer_ratio()  # den is a power of two
+    return num << (EXACT + 1 - den.bit_length())
 
 
 def ending_key(config: str, outcome: str, le: float | None) -> str:
@@ -182,10 +195,19 @@ class History(Projection):
     name = "history"
     # 2: approvals and freezes; endings, and the deployments_phase index. 3: specs as compact JSON.
     # 4: a NaN or an infinity in a spec as the log holds it (orjson wrote null); a succeeded run's exit code 0.
-    # 5: steps, measurements, pauses and automatic rollbacks (7.6). 6: phase_counts and verification_counts
-    # (/metrics read those counts from the deployments_phase index and a scan of deployments: both gone).
+    # 5: steps, measurements, pauses and automatic rollbacks (7.6). 6: phase_counts, verification_counts and
+    # durations (/metrics read them from the deployments_phase index, a scan of deployments and of endings).
     version = 6
-    tables = ("configs", "deployments", "steps", "endings", "freezes", "phase_counts", "verification_counts")
+    tables = (
+        "configs",
+        "deployments",
+        "steps",
+        "endings",
+        "freezes",
+        "phase_counts",
+        "verification_counts",
+        "durations",
+    )
 
     def create(self, db: sqlite_utils.Database) -> None:
         for statement in SCHEMA:
@@ -204,12 +226,22 @@ class HistoryFold(Fold):
         self.freezes = freezes.FreezeTable(conn)
         self.phase_counts = Table(conn, "phase_counts", PHASE_COUNTS, "key")
         self.verification_counts = Table(conn, "verification_counts", VERIFICATION_COUNTS, "config")
+        self.durations = Table(conn, "durations", DURATIONS, "key")
         # Changes to those counts since the last flush: (config, phase) -> deployments, config -> the four sums
         self.moved: dict[tuple[str, str], int] = {}
         self.verified: dict[str, list[int]] = {}
+        self.ended: dict[float | None, list[int]] = {}  # le -> ends, exact seconds
 
     def _tables(self) -> tuple[Table, ...]:
-        return (self.configs, self.deployments, self.steps, self.endings, self.phase_counts, self.verification_counts)
+        return (
+            self.configs,
+            self.deployments,
+            self.steps,
+            self.endings,
+            self.phase_counts,
+            self.verification_counts,
+            self.durations,
+        )
 
     def from_zero(self) -> None:
         for table in self._tables():
@@ -271,8 +303,14 @@ class HistoryFold(Fold):
             for column, n in zip(VERIFICATION_COUNTS[1:], sums, strict=True):
                 row[column] += n
             verification_counts.put(row)
+        for le, (n, exact) in self.ended.items():
+            key = str(le)
+            row = self.durations.get(key) or {"key": key, "le": le, "count": 0, "exact": "0"}
+            row.update(count=row["count"] + n, exact=str(int(row["exact"]) + exact))
+            self.durations.put(row)
         self.moved.clear()
         self.verified.clear()
+        self.ended.clear()
 
     def _config(self, r: Record) -> None:
         if r.type == "Registered":
@@ -390,8 +428,14 @@ class HistoryFold(Fold):
             "count": 0,
             "seconds": 0.0,
         }
-        row.update(count=row["count"] + 1, seconds=row["seconds"] + seconds)
+        before = row["seconds"]
+        row.update(count=row["count"] + 1, seconds=before + seconds)
         self.endings.put(row)
+        ended = self.ended.get(le)
+        if ended is None:
+            self.ended[le] = ended = [0, 0]
+        ended[0] += 1
+        ended[1] += exact(row["seconds"]) - exact(before)
 
     def _step(self, deployment: dict[str, Any], r: Record, type_: str, data: dict[str, Any]) -> None:
         """Follow the deployer and hook runs of the current attempt."""

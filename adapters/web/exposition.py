@@ -16,8 +16,7 @@ or on another log or view version, every config is read again."""
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from itertools import groupby
 from typing import Any
 
@@ -28,12 +27,10 @@ from prometheus_client.utils import floatToGoString
 from rollouts.adapters.web import metrics
 from rollouts.projections import files, history_queries
 from rollouts.projections.files import Tracked
-from rollouts.projections.history import DURATION_BUCKETS
 from rollouts.projections.records import topic_parts
 from rollouts.projections.registry import ALL
 
 MAX_EVENTS = 10_000  # new events since the last scrape past which every config is read again
-EXACT = 1074  # every finite float is a whole multiple of 2**-1074
 
 
 class Exposition:
@@ -80,8 +77,8 @@ class HistoryText:
     def __init__(self) -> None:
         self.at: Tracked | None = None
         self.deployments = PerConfig(metrics.deployments_family, _add_phases)
-        self.finished = PerConfig(metrics.finished_family, _add_finished)
-        self.durations = Durations()
+        self.finished = PerConfig(metrics.finished_family, metrics.add_finished)
+        self.durations: tuple[list[tuple[float, int]], int, float] = ([], 0, 0.0)
         self.measured = PerConfig(metrics.measurements_family, _add_measured)
         self.rollbacks = PerConfig(metrics.rollbacks_family, _add_rollbacks)
 
@@ -91,17 +88,13 @@ class HistoryText:
             at = files.tracked(db, "history")
             configs = self._touched(store, db, at)
             counts = history_queries.phase_counts(db, configs)
-            endings = history_queries.ending_rows(db, configs)
+            ends = {c: (complete, failed) for c, complete, failed in history_queries.finished_counts(db, configs)}
             verified = {row[0]: row for row in history_queries.verification_counts(db, configs)}
-        # Each config's rows, in the order the queries give them whether all configs are read or some.
+            if configs is None or configs:
+                self.durations = history_queries.duration_buckets(db)  # (a dozen rows)
         phases = {c: tuple(rows) for c, rows in groupby(counts, key=_config)}  # a config's rows together
-        grouped: dict[str, list[tuple[Any, ...]]] = {}
-        for row in endings:
-            grouped.setdefault(row[0], []).append(row)
-        ends = {c: tuple(rows) for c, rows in grouped.items()}
         self.deployments.update(phases, configs)
         self.finished.update(ends, configs)
-        self.durations.update(ends, configs)
         self.measured.update({c: r for c, r in verified.items() if sum(r[1:4])}, configs)
         self.rollbacks.update({c: r for c, r in verified.items() if r[4]}, configs)
         self.at = at
@@ -110,7 +103,7 @@ class HistoryText:
         return [
             self.deployments.text(),
             self.finished.text(),
-            _formatted(self.durations.family()),
+            _formatted(metrics.duration_family(*self.durations)),
             self.measured.text(),
             self.rollbacks.text(),
         ]
@@ -183,45 +176,6 @@ class PerConfig:
         if len(self.lines) != known:
             self._order = sorted(self.lines)
         self._text = None
-
-
-class Durations:
-    """The histogram of every config's ends, kept as sums over the configs' `endings` rows.
-
-    A changed config's old rows are taken out of the sums and its new rows put in. The seconds are
-    summed exactly (as whole multiples of 2**-1074, which every float is), so the total is the
-    correctly rounded sum of the rows in any order: what math.fsum gives the whole registry
-    (history_queries.duration_buckets)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, tuple[Any, ...]] = {}
-        self.counts: Counter[float | None] = Counter()
-        self.seconds = 0  # in units of 2**-EXACT
-
-    def update(self, rows: dict[str, tuple[Any, ...]], configs: Collection[str] | None) -> None:
-        for config in self.rows.keys() | rows.keys() if configs is None else configs:
-            old, new = self.rows.pop(config, ()), rows.get(config, ())
-            if old != new:
-                self._add(old, -1)
-                self._add(new, 1)
-            if new:
-                self.rows[config] = new
-
-    def family(self) -> Metric:
-        cumulative, running = [], 0
-        for bound in DURATION_BUCKETS:
-            running += self.counts[bound]
-            cumulative.append((bound, running))
-        seconds = self.seconds / (1 << EXACT)  # int / int: correctly rounded
-        return metrics.duration_family(cumulative, sum(self.counts.values()), seconds)
-
-    def _add(self, rows: Iterable[tuple[Any, ...]], sign: int) -> None:
-        counts, exact = self.counts, 0
-        for _, _, le, n, seconds in rows:
-            counts[le] += sign * n
-            num, den = seconds.as_integer_ratio()  # den is a power of two
-            exact += num << (EXACT + 1 - den.bit_length())
-        self.seconds += sign * exact
 
 
 class _Only:
@@ -316,13 +270,3 @@ def _add_measured(family: CounterMetricFamily, config: str, row: tuple[Any, ...]
 
 def _add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
     metrics.add_rollbacks(family, config, row)
-
-
-def _add_finished(family: CounterMetricFamily, config: str, rows: tuple[tuple[Any, ...], ...]) -> None:
-    """The config's ends (complete, failed), summed from its `endings` rows."""
-    complete = total = 0
-    for _, outcome, _, n, _ in rows:
-        total += n
-        if outcome == "complete":
-            complete += n
-    metrics.add_finished(family, config, (complete, total - complete))

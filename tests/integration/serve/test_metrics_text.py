@@ -11,6 +11,7 @@ the scrape itself."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import sys
@@ -26,7 +27,7 @@ from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.cli.state import State
 from rollouts.adapters.home import Home
 from rollouts.adapters.web import checkpoints, exposition, metrics
-from rollouts.projections import history_queries
+from rollouts.projections import history, history_queries
 from tests.conftest import Rollouts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
@@ -120,10 +121,31 @@ def assert_sums_are_the_deployments(db: Any) -> None:
     assert history_queries.verification_counts(db) == [tuple(r) for r in db.execute(VERIFIED_OF_DEPLOYMENTS)]
     some = [c for (c,) in db.execute("SELECT DISTINCT config FROM deployments")][::2]
     assert history_queries.phase_counts(db, some) == [r for r in db.execute(PHASES_OF_DEPLOYMENTS) if r[0] in some]
+    assert history_queries.duration_buckets(db) == durations_of_endings(db)
+    finished = finished_of_endings(db)
+    assert history_queries.finished_counts(db) == finished
+    assert history_queries.finished_counts(db, some) == [row for row in finished if row[0] in some]
+
+
+def durations_of_endings(db: Any) -> tuple[list[tuple[float, int]], int, float]:
+    """The histogram from every `endings` row: counts by bucket, and math.fsum of their seconds."""
+    rows = db.execute("SELECT le, count, seconds FROM endings").fetchall()
+    cumulative = [(b, sum(n for le, n, _ in rows if le is not None and le <= b)) for b in history.DURATION_BUCKETS]
+    return cumulative, sum(n for _, n, _ in rows), math.fsum(seconds for _, _, seconds in rows)
+
+
+def finished_of_endings(db: Any) -> list[tuple[str, int, int]]:
+    ends: dict[str, list[int]] = {}
+    for config, outcome, n in db.execute("SELECT config, outcome, count FROM endings"):
+        ends.setdefault(config, [0, 0])[outcome != "complete"] += n
+    return [(config, complete, failed) for config, (complete, failed) in sorted(ends.items())]
 
 
 def sums(db: Any) -> list[list[tuple[Any, ...]]]:
-    return [db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in ("phase_counts", "verification_counts")]
+    return [
+        db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+        for t in ("phase_counts", "verification_counts", "durations")
+    ]
 
 
 def test_the_sums_of_a_rebuilt_history_are_those_caught_up_a_few_events_at_a_time(
