@@ -21,7 +21,7 @@ from itertools import groupby
 from typing import Any
 
 from prometheus_client import generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
 from rollouts.adapters.web import metrics
@@ -76,11 +76,11 @@ class HistoryText:
 
     def __init__(self) -> None:
         self.at: Tracked | None = None
-        self.deployments = PerConfig(metrics.deployments_family, _add_phases)
-        self.finished = PerConfig(metrics.finished_family, metrics.add_finished)
+        self.deployments = PerConfig(metrics.deployments_family, metrics.phase_samples)
+        self.finished = PerConfig(metrics.finished_family, metrics.finished_samples)
         self.durations: tuple[list[tuple[float, int]], int, float] = ([], 0, 0.0)
-        self.measured = PerConfig(metrics.measurements_family, _add_measured)
-        self.rollbacks = PerConfig(metrics.rollbacks_family, _add_rollbacks)
+        self.measured = PerConfig(metrics.measurements_family, metrics.measurement_samples)
+        self.rollbacks = PerConfig(metrics.rollbacks_family, metrics.rollback_samples)
 
     def read(self, store: Any) -> None:
         db = store.db("history")
@@ -92,7 +92,8 @@ class HistoryText:
             verified = {row[0]: row for row in history_queries.verification_counts(db, configs)}
             if configs is None or configs:
                 self.durations = history_queries.duration_buckets(db)  # (a dozen rows)
-        phases = {c: tuple(rows) for c, rows in groupby(counts, key=_config)}  # a config's rows together
+        # (a config's rows come together)
+        phases = {c: tuple((p, n) for _, p, n in rows) for c, rows in groupby(counts, key=_config)}
         self.deployments.update(phases, configs)
         self.finished.update(ends, configs)
         self.measured.update({c: r for c, r in verified.items() if sum(r[1:4])}, configs)
@@ -127,9 +128,9 @@ class HistoryText:
 class PerConfig:
     """One family's sample lines for each config, formatted again only for a config whose rows changed."""
 
-    def __init__(self, family: Callable[[], Metric], add: Callable[[Any, str, Any], None]) -> None:
+    def __init__(self, family: Callable[[], Metric], samples: Callable[[str, Any], metrics.Samples]) -> None:
         self.family = family
-        self.add = add  # add(family, config, rows): that config's samples, from its rows
+        self.samples = samples  # samples(config, rows): that config's samples, from its rows
         self.header = _formatted(family())  # HELP and TYPE
         self.template = Template(family)
         self.lines: dict[str, tuple[Any, bytes]] = {}
@@ -152,12 +153,13 @@ class PerConfig:
 
     def _lines(self, config: str, value: Any) -> bytes:
         """`config`'s sample lines: from the template, or (a label value to escape) by the library."""
-        made = _Lines(self.template)
-        self.add(made, config, value)
-        if made.lines is not None:
-            return "".join(made.lines).encode()
+        samples = self.samples(config, value)
+        made = self.template.lines(samples)
+        if made is not None:
+            return made
         family = self.family()
-        self.add(family, config, value)
+        for labels, number in samples:
+            family.add_metric(labels, number)  # type: ignore[attr-defined]
         lines = _formatted(family).split(b"\n")[2:-1]  # after HELP and TYPE
         if len(lines) != len(family.samples):
             raise RuntimeError(f"prometheus_client wrote {len(lines)} lines for {len(family.samples)} samples")
@@ -222,6 +224,16 @@ class Template:
             text = floatToGoString(value)
         return (self.formats.get(len(labels)) or self._format(len(labels))).format(*labels, text)
 
+    def lines(self, samples: metrics.Samples) -> bytes | None:
+        """The lines of `samples` (None: one has a label value to escape)."""
+        made = []
+        for labels, value in samples:
+            line = self.line(labels, value)
+            if line is None:
+                return None
+            made.append(line)
+        return "".join(made).encode()
+
     def _format(self, count: int) -> str:
         family = self.family()
         family.add_metric([f"@{i}@" for i in range(count)], 0)
@@ -239,34 +251,5 @@ _SAFE = re.compile(r"[A-Za-z0-9_.:/+ -]*").fullmatch  # label values that no esc
 _PLACEHOLDER = re.compile(r"@(\d+)@")
 
 
-class _Lines:
-    """Stands in for a family to the functions that add a config's samples: writes their lines (see Template)."""
-
-    def __init__(self, template: Template) -> None:
-        self.template = template
-        self.lines: list[str] | None = []  # None: a sample the library must format
-
-    def add_metric(self, labels: Sequence[str], value: float) -> None:
-        if self.lines is not None:
-            line = self.template.line(labels, value)
-            if line is None:
-                self.lines = None
-            else:
-                self.lines.append(line)
-
-
 def _config(row: tuple[Any, ...]) -> Any:
     return row[0]
-
-
-def _add_phases(family: GaugeMetricFamily, config: str, rows: tuple[tuple[str, str, int], ...]) -> None:
-    """The config's deployments in each phase, from its (config, phase, n) rows."""
-    metrics.add_phases(family, config, [(phase, n) for _, phase, n in rows])
-
-
-def _add_measured(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
-    metrics.add_measurements(family, config, row)
-
-
-def _add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
-    metrics.add_rollbacks(family, config, row)

@@ -172,11 +172,7 @@ def test_the_sums_of_a_rebuilt_history_are_those_caught_up_a_few_events_at_a_tim
 
 
 def test_sample_lines_made_from_templates_are_the_librarys_and_labels_to_escape_go_to_the_library() -> None:
-    def add(family: Any, config: str, values: tuple[tuple[str, float], ...]) -> None:
-        for phase, n in values:
-            family.add_metric([config, phase], n)
-
-    made = exposition.PerConfig(metrics.deployments_family, add)
+    made = exposition.PerConfig(metrics.deployments_family, metrics.phase_samples)
     values = {
         "web": (("New", 1), ("Running", 12345678)),
         "a-b.c": (("Complete", 2.5), ("Failed", 1e22)),
@@ -186,7 +182,7 @@ def test_sample_lines_made_from_templates_are_the_librarys_and_labels_to_escape_
     made.update(values, None)
     whole = metrics.deployments_family()
     for config in sorted(values):
-        add(whole, config, values[config])
+        metrics.add_phases(whole, config, values[config])
     assert made.text() == generate_latest(exposition._Only(whole))  # type: ignore[arg-type]
 
 
