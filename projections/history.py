@@ -28,14 +28,19 @@ SCHEMA = (
        step_index INTEGER, step_count INTEGER, weight INTEGER, paused TEXT, passed INTEGER, failed INTEGER,
        inconclusive INTEGER, rollback_of INTEGER)""",
     "CREATE UNIQUE INDEX IF NOT EXISTS deployments_config ON deployments (config, version)",
-    # /metrics counts deployments by phase from this index alone (the rows carry their spec).
-    "CREATE INDEX IF NOT EXISTS deployments_phase ON deployments (config, phase)",
     """CREATE TABLE IF NOT EXISTS endings (key TEXT PRIMARY KEY, config TEXT, outcome TEXT, le REAL,
        count INTEGER, seconds REAL)""",
     """CREATE TABLE IF NOT EXISTS steps (name TEXT PRIMARY KEY, config TEXT, version INTEGER,
        attempt INTEGER, kind TEXT, try INTEGER, state TEXT, exit_code INTEGER, reason TEXT,
        created_at TEXT, started_at TEXT, finished_at TEXT)""",
     "CREATE INDEX IF NOT EXISTS steps_config ON steps (config, version)",
+    # /metrics' counts by config, kept as the deployments change: counting them from `deployments` read all
+    # of it at each first scrape (1,000 configs, 100,000 deployments: most of a scrape made from nothing).
+    "CREATE TABLE IF NOT EXISTS phase_counts (key TEXT PRIMARY KEY, config TEXT, phase TEXT, n INTEGER)",
+    """CREATE TABLE IF NOT EXISTS verification_counts (config TEXT PRIMARY KEY, passed INTEGER, failed INTEGER,
+       inconclusive INTEGER, rollbacks INTEGER)""",
+    # The ends in each duration bucket (`le`) of every config, and their seconds summed exactly (see DURATIONS)
+    "CREATE TABLE IF NOT EXISTS durations (key TEXT PRIMARY KEY, le REAL, count INTEGER, exact TEXT)",
 )
 COLUMNS = {
     "configs": ("stream", "name", "spec", "paused", "latest_version", "created_at", "updated_at"),
@@ -84,6 +89,16 @@ COLUMNS = {
     "endings": ("key", "config", "outcome", "le", "count", "seconds"),
 }
 KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings": "key"}
+# A config's deployments in each phase (a row once one has been in it: n may be 0), and its deployments'
+# measurements by outcome and automatic rollbacks (a row once it has a deployment): sums over `deployments`.
+PHASE_COUNTS = ("key", "config", "phase", "n")
+VERIFICATION_COUNTS = ("config", "passed", "failed", "inconclusive", "rollbacks")
+VERIFIED = ("passed", "failed", "inconclusive")  # the deployments' columns summed in verification_counts
+# By duration bucket: the `endings` rows' counts summed, and their seconds summed exactly, as a whole number of
+# 2**-EXACT (every finite float is one) written in decimal: exact / 2**EXACT, correctly rounded, is the
+# math.fsum of the rows' seconds, whatever order they were summed in.
+DURATIONS = ("key", "le", "count", "exact")
+EXACT = 1074
 # The upper bounds (seconds) of the buckets `endings` counts each end of a deployment in: the seconds
 # from its creation to that end (a retried deployment ends more than once). None: above them all.
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
@@ -113,6 +128,12 @@ def _non_finite(value: Any) -> bool:
     if isinstance(value, list):
         return any(_non_finite(v) for v in value)
     return False
+
+
+def exact(seconds: float) -> int:
+    """`seconds` as a whole number of 2**-EXACT."""
+    num, den = seconds.as_integer_ratio()  # den is a power of two
+    return num << (EXACT + 1 - den.bit_length())
 
 
 def ending_key(config: str, outcome: str, le: float | None) -> str:
@@ -152,6 +173,7 @@ _STEP_MOVES = frozenset(
         "Promoted",
     }
 )
+_VERIFYING = frozenset({"MeasurementRecorded", "RetryRequested"})  # the events that change a row's VERIFIED
 _CONFIG_CHANGES = frozenset({"SpecChanged", "Paused", "Resumed", "RolloutTriggered"})
 # Events whose row changes follow from their type and time alone: no next step, exit code nor reason
 _NO_DATA = frozenset(
@@ -173,9 +195,19 @@ class History(Projection):
     name = "history"
     # 2: approvals and freezes; endings, and the deployments_phase index. 3: specs as compact JSON.
     # 4: a NaN or an infinity in a spec as the log holds it (orjson wrote null); a succeeded run's exit code 0.
-    # 5: steps, measurements, pauses and automatic rollbacks (7.6).
-    version = 5
-    tables = ("configs", "deployments", "steps", "endings", "freezes")
+    # 5: steps, measurements, pauses and automatic rollbacks (7.6). 6: phase_counts, verification_counts and
+    # durations (/metrics read them from the deployments_phase index, a scan of deployments and of endings).
+    version = 6
+    tables = (
+        "configs",
+        "deployments",
+        "steps",
+        "endings",
+        "freezes",
+        "phase_counts",
+        "verification_counts",
+        "durations",
+    )
 
     def create(self, db: sqlite_utils.Database) -> None:
         for statement in SCHEMA:
@@ -192,9 +224,27 @@ class HistoryFold(Fold):
             Table(conn, t, COLUMNS[t], KEYS[t]) for t in COLUMNS
         )
         self.freezes = freezes.FreezeTable(conn)
+        self.phase_counts = Table(conn, "phase_counts", PHASE_COUNTS, "key")
+        self.verification_counts = Table(conn, "verification_counts", VERIFICATION_COUNTS, "config")
+        self.durations = Table(conn, "durations", DURATIONS, "key")
+        # Changes to those counts since the last flush: (config, phase) -> deployments, config -> the four sums
+        self.moved: dict[tuple[str, str], int] = {}
+        self.verified: dict[str, list[int]] = {}
+        self.ended: dict[float | None, list[int]] = {}  # le -> ends, exact seconds
+
+    def _tables(self) -> tuple[Table, ...]:
+        return (
+            self.configs,
+            self.deployments,
+            self.steps,
+            self.endings,
+            self.phase_counts,
+            self.verification_counts,
+            self.durations,
+        )
 
     def from_zero(self) -> None:
-        for table in (self.configs, self.deployments, self.steps, self.endings):
+        for table in self._tables():
             table.from_zero()
 
     def wants(self, kind: str, type_: str) -> bool:
@@ -217,9 +267,50 @@ class HistoryFold(Fold):
                 self.freezes.apply(r)
 
     def flush(self) -> None:
-        for table in (self.configs, self.deployments, self.steps, self.endings):
+        self._counted()
+        for table in self._tables():
             table.flush()
         self.freezes.flush()
+
+    def _count(self, row: dict[str, Any], sign: int) -> None:
+        """Count deployment `row` in (sign 1) or out of (sign -1) its config's sums."""
+        config = row["config"]
+        self._move(config, row["phase"], sign)
+        self._verify(config, [row[c] or 0 for c in VERIFIED] + [row["rollback_of"] is not None], sign)
+
+    def _move(self, config: str, phase: str, n: int) -> None:
+        key = (config, phase)
+        self.moved[key] = self.moved.get(key, 0) + n
+
+    def _verify(self, config: str, counts: list[int], sign: int) -> None:
+        sums = self.verified.get(config)
+        if sums is None:
+            self.verified[config] = sums = [0, 0, 0, 0]
+        for i, n in enumerate(counts):
+            sums[i] += sign * n
+
+    def _counted(self) -> None:
+        """Add the changes to the sums since the last flush to their rows (a row for every sum changed,
+        even by 0 in all: which rows exist follows from the events, not from where the batches end)."""
+        phase_counts, verification_counts = self.phase_counts, self.verification_counts
+        for (config, phase), n in self.moved.items():
+            key = f"{config} {phase}"
+            row = phase_counts.get(key) or {"key": key, "config": config, "phase": phase, "n": 0}
+            row["n"] += n
+            phase_counts.put(row)
+        for config, sums in self.verified.items():
+            row = verification_counts.get(config) or dict.fromkeys(VERIFICATION_COUNTS, 0) | {"config": config}
+            for column, n in zip(VERIFICATION_COUNTS[1:], sums, strict=True):
+                row[column] += n
+            verification_counts.put(row)
+        for le, (n, exact) in self.ended.items():
+            key = str(le)
+            row = self.durations.get(key) or {"key": key, "le": le, "count": 0, "exact": "0"}
+            row.update(count=row["count"] + n, exact=str(int(row["exact"]) + exact))
+            self.durations.put(row)
+        self.moved.clear()
+        self.verified.clear()
+        self.ended.clear()
 
     def _config(self, r: Record) -> None:
         if r.type == "Registered":
@@ -252,7 +343,10 @@ class HistoryFold(Fold):
     def _deployment(self, r: Record) -> None:
         type_, data = r.type, r.data
         if type_ == "Created":
-            self.deployments.put(
+            replaced = self.deployments.get(r.stream)
+            if replaced is not None:  # a second Created of one stream (no log the domain writes has one)
+                self._count(replaced, -1)
+            self._count_new(
                 {
                     "stream": r.stream,
                     "config": data["config"],
@@ -289,7 +383,16 @@ class HistoryFold(Fold):
         self._step(row, r, type_, data)
         before = row["phase"]
         row["phase"] = after = phases.phase_after(before, type_, data)
-        _progress(row, type_, data)
+        if after != before:  # (inline: a rebuild moves ~400,000 deployments between phases per 1M events)
+            moved, config = self.moved, row["config"]
+            moved[config, before] = moved.get((config, before), 0) - 1
+            moved[config, after] = moved.get((config, after), 0) + 1
+        if type_ in _VERIFYING:
+            was = [row[c] or 0 for c in VERIFIED]
+            _progress(row, type_, data)
+            self._verify(row["config"], [(row[c] or 0) - n for c, n in zip(VERIFIED, was, strict=True)] + [0], 1)
+        else:
+            _progress(row, type_, data)
         if type_ == "RetryRequested":
             row.update(attempt=data["attempt"], reason=None, started_at=None, finished_at=None)
             row.update(needs_approval=1 if data.get("needs_approval") else 0, approved_by=None)
@@ -304,6 +407,10 @@ class HistoryFold(Fold):
             if after == phases.FAILED:
                 row["reason"] = "cancelled" if type_ in ("Cancelled", "CancelRequested") else data.get("reason")
         deployments.changed[r.stream] = row
+
+    def _count_new(self, row: dict[str, Any]) -> None:
+        self.deployments.put(row)
+        self._count(row, 1)
 
     def _ended(self, deployment: dict[str, Any], phase: str, at: str) -> None:
         """Count this end of `deployment` by config, outcome and duration bucket."""
@@ -321,8 +428,14 @@ class HistoryFold(Fold):
             "count": 0,
             "seconds": 0.0,
         }
-        row.update(count=row["count"] + 1, seconds=row["seconds"] + seconds)
+        before = row["seconds"]
+        row.update(count=row["count"] + 1, seconds=before + seconds)
         self.endings.put(row)
+        ended = self.ended.get(le)
+        if ended is None:
+            self.ended[le] = ended = [0, 0]
+        ended[0] += 1
+        ended[1] += exact(row["seconds"]) - exact(before)
 
     def _step(self, deployment: dict[str, Any], r: Record, type_: str, data: dict[str, Any]) -> None:
         """Follow the deployer and hook runs of the current attempt."""

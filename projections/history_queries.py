@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Collection
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rollouts.domain.errors import NotFound
 from rollouts.domain.spec_defaults import STEP_DEFAULTS
 from rollouts.projections import freezes
-from rollouts.projections.history import DURATION_BUCKETS
+from rollouts.projections.history import DURATION_BUCKETS, EXACT
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -90,12 +89,18 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
 
 # -- what /metrics reports (adapters/web/metrics.py, adapters/web/exposition.py) --------------------
 
-_PHASE_COUNTS = "SELECT config, phase, count(*) FROM deployments{} GROUP BY config, phase ORDER BY config, phase"
-_OF_CONFIGS = " WHERE config IN (SELECT value FROM json_each(?))"
-_ENDINGS = "SELECT config, outcome, sum(count) FROM endings GROUP BY config, outcome"
-_DURATIONS = "SELECT le, count, seconds FROM endings"
-_ENDING_ROWS = "SELECT config, outcome, le, count, coalesce(seconds, 0.0) FROM endings{} ORDER BY rowid"
-_OF_CONFIG = " WHERE key >= ? AND key < ? AND config = ?"  # the keys' index: a config's share a prefix (ending_key)
+# The history view keeps these sums by config (history.PHASE_COUNTS, VERIFICATION_COUNTS): reading them is
+# reading a row or a few per config, not every deployment.
+_PHASE_COUNTS = "SELECT config, phase, n FROM phase_counts WHERE n > 0{} ORDER BY config, phase"
+_OF_CONFIGS = " AND config IN (SELECT value FROM json_each(?))"
+_ENDINGS = (
+    "SELECT config, total(count) FILTER (WHERE outcome = 'complete'), total(count) FROM endings{}"
+    " GROUP BY config ORDER BY config"
+)
+# the keys' index: a config's share a prefix (ending_key)
+_ENDINGS_OF_CONFIG = _ENDINGS.format(" WHERE key >= ? AND key < ? AND config = ?")
+_ENDINGS = _ENDINGS.format("")
+_DURATIONS = "SELECT le, count, exact FROM durations"
 _CONFIGS_OF = "SELECT DISTINCT config FROM deployments WHERE stream IN (SELECT value FROM json_each(?))"
 
 
@@ -109,18 +114,21 @@ def phase_counts(db: sqlite_utils.Database, configs: Collection[str] | None = No
     return db.execute(_PHASE_COUNTS.format(_OF_CONFIGS), [json.dumps(list(configs))]).fetchall()
 
 
-def finished_counts(db: sqlite_utils.Database) -> list[tuple[str, int, int]]:
+def finished_counts(db: sqlite_utils.Database, configs: Collection[str] | None = None) -> list[tuple[str, int, int]]:
     """(config, times its deployments ended Complete, ended Failed) for each config that has had one
-    end: they only grow as the log does (a retry starts again after a Failed end, which stays counted)."""
-    counts: dict[str, dict[str, int]] = {}
-    for config, outcome, n in db.execute(_ENDINGS):
-        counts.setdefault(config, {})[outcome] = int(n)
-    return [(c, ends.get("complete", 0), ends.get("failed", 0)) for c, ends in sorted(counts.items())]
+    end (only of `configs` when given), in config order: they only grow as the log does (a retry starts
+    again after a Failed end, which stays counted)."""
+    if configs is None:
+        rows = db.execute(_ENDINGS).fetchall()
+    else:
+        of_config = _ENDINGS_OF_CONFIG
+        rows = [row for c in sorted(configs) for row in db.execute(of_config, (f"{c} ", f"{c}!", c))]
+    return [(c, int(complete), int(total) - int(complete)) for c, complete, total in rows]
 
 
 _STEP_COUNTS = (
-    "SELECT config, sum(passed), sum(failed), sum(inconclusive), count(rollback_of) FROM deployments{}"
-    " GROUP BY config HAVING sum(passed) + sum(failed) + sum(inconclusive) + count(rollback_of) > 0 ORDER BY config"
+    "SELECT config, passed, failed, inconclusive, rollbacks FROM verification_counts"
+    " WHERE passed + failed + inconclusive + rollbacks > 0{} ORDER BY config"
 )
 
 
@@ -141,28 +149,17 @@ def verification_counts(
 def duration_buckets(db: sqlite_utils.Database) -> tuple[list[tuple[float, int]], int, float]:
     """The seconds from creation to each end of a deployment, as a histogram: (bound, ends at most
     that long) for each of DURATION_BUCKETS (cumulative), how many ends, and their seconds summed
-    (math.fsum: the correctly rounded sum, whatever order the rows come in)."""
+    (the `endings` rows' seconds summed exactly, then rounded once: what math.fsum of them gives)."""
     per_bucket: dict[float | None, int] = {}
-    spent = []
-    for le, n, seconds in db.execute(_DURATIONS):
+    exact = 0
+    for le, n, summed in db.execute(_DURATIONS):
         per_bucket[le] = per_bucket.get(le, 0) + int(n)
-        spent.append(float(seconds or 0.0))
+        exact += int(summed)
     cumulative, running = [], 0
     for bound in DURATION_BUCKETS:
         running += per_bucket.get(bound, 0)
         cumulative.append((bound, running))
-    return cumulative, sum(per_bucket.values()), math.fsum(spent)
-
-
-def ending_rows(
-    db: sqlite_utils.Database, configs: Collection[str] | None = None
-) -> list[tuple[str, str, float | None, int, float]]:
-    """The `endings` rows (config, outcome, duration bucket, ends, their seconds summed), of every
-    config or only of `configs`: a config's rows in the same order whichever is asked."""
-    if configs is None:
-        return db.execute(_ENDING_ROWS.format("")).fetchall()
-    of_config = _ENDING_ROWS.format(_OF_CONFIG)
-    return [row for c in configs for row in db.execute(of_config, (f"{c} ", f"{c}!", c))]
+    return cumulative, sum(per_bucket.values()), exact / (1 << EXACT)  # int / int: correctly rounded
 
 
 def configs_of(db: sqlite_utils.Database, streams: Collection[str]) -> set[str]:

@@ -37,11 +37,14 @@ class LiveFiles:
         frozen: bool = False,
         warn: Warn | None = None,
         cache_kib: int | None = None,
+        autocheckpoint: bool = True,
     ) -> None:
         """With `cache_kib`, each projection file's connection caches at most that many KiB of pages
-        (SQLite's default is 2,000 KiB): a long-lived process keeps its memory flat as files grow."""
+        (SQLite's default is 2,000 KiB): a long-lived process keeps its memory flat as files grow.
+        Without `autocheckpoint`, its commits never checkpoint the file's WAL: the caller does (`open_paths`)."""
         self.folder = folder
         self.cache_kib = cache_kib
+        self.autocheckpoint = autocheckpoint
         self.source = source
         self.frozen = frozen
         self.warn = warn or (lambda _: None)
@@ -102,9 +105,15 @@ class LiveFiles:
         db = self._connect_current(BY_NAME[name])
         if self.cache_kib is not None:
             db.execute(f"PRAGMA cache_size = -{int(self.cache_kib)}")
+        if not self.autocheckpoint:
+            db.execute("PRAGMA wal_autocheckpoint = 0")
         self._open[name] = (self.catalog.current(name), db)  # type: ignore[assignment]
         self._inodes[name] = files.identity(self._open[name][0])
         return db
+
+    def open_paths(self) -> list[Path]:
+        """The files of the views open here."""
+        return [path for path, _ in self._open.values()]
 
     def _forget(self, name: str) -> None:
         if name in self._open:

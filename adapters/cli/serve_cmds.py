@@ -78,6 +78,7 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
             f"serving on {host} (not loopback) needs --token-env NAME (a bearer token every request must carry)"
             " or --insecure (anyone who can reach it reads every config's spec and events)"
         )
+    state.autocheckpoint = False  # the server checkpoints the views' WAL off its requests' path (web/checkpoints.py)
     state.read("history", "audit")  # a log this home must not read, or a broken store, fails here, before listening
     bound = state.log_problem(state.recorder) is None
     reader = server.Reader(state, lambda s, m, t: _answer(routes, s, m, t, bound), internal_error)

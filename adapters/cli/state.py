@@ -37,6 +37,7 @@ class State:
         self.scratch: Path | None = None  # a read command's stand-in for a missing home
         self.actor = actor
         self.cache_kib: int | None = None  # per projection connection, for a long-lived process
+        self.autocheckpoint = True  # False: the views' commits leave their WAL to the caller (serve's thread)
         self._recorded: tuple[str | None, int, str | None] | None = None  # what check_log last wrote to the binding
         self._no_log: bool | None = None
         self._app: RolloutsApp | None = None
@@ -158,6 +159,7 @@ class State:
             frozen=settings.freeze_projections(),
             warn=self.warn,
             cache_kib=self.cache_kib,
+            autocheckpoint=self.autocheckpoint,
         )
 
     def read(self, *names: str) -> Any:

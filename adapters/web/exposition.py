@@ -2,10 +2,12 @@
 
 The text is the bytes `generate_latest` gives for the whole registry of adapters/web/metrics.py,
 made in pieces, still by prometheus_client: each family's HELP and TYPE lines are
-`generate_latest` of the family without samples; a config's sample lines are cut, line by line,
-from `generate_latest` of a family holding the samples of the configs that changed (the library
-writes one line per sample, in the order they were added, and escapes newlines in labels); the
-small families (lag, head, the histogram) are `generate_latest` of themselves at each scrape.
+`generate_latest` of the family without samples; a config's sample lines are the library's line
+for one sample of the family (made once, with placeholders: Template) with the config's label
+values and values put in, or, for a label value that needs escaping, cut line by line from
+`generate_latest` of a family holding that config's samples (the library writes one line per
+sample, in the order they were added); the small families (lag, head, the histogram) are
+`generate_latest` of themselves at each scrape.
 
 Which configs changed: those of the deployments that the log's events since the last scrape
 belong to (only deployment events change the rows the families read). Past MAX_EVENTS of them,
@@ -13,23 +15,22 @@ or on another log or view version, every config is read again."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
 from itertools import groupby
 from typing import Any
 
 from prometheus_client import generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
+from prometheus_client.utils import floatToGoString
 
 from rollouts.adapters.web import metrics
 from rollouts.projections import files, history_queries
 from rollouts.projections.files import Tracked
-from rollouts.projections.history import DURATION_BUCKETS
 from rollouts.projections.records import topic_parts
 from rollouts.projections.registry import ALL
 
 MAX_EVENTS = 10_000  # new events since the last scrape past which every config is read again
-EXACT = 1074  # every finite float is a whole multiple of 2**-1074
 
 
 class Exposition:
@@ -75,11 +76,11 @@ class HistoryText:
 
     def __init__(self) -> None:
         self.at: Tracked | None = None
-        self.deployments = PerConfig(metrics.deployments_family, _add_phases)
-        self.finished = PerConfig(metrics.finished_family, _add_finished)
-        self.durations = Durations()
-        self.measured = PerConfig(metrics.measurements_family, _add_measured)
-        self.rollbacks = PerConfig(metrics.rollbacks_family, _add_rollbacks)
+        self.deployments = PerConfig(metrics.deployments_family, metrics.phase_samples)
+        self.finished = PerConfig(metrics.finished_family, metrics.finished_samples)
+        self.durations: tuple[list[tuple[float, int]], int, float] = ([], 0, 0.0)
+        self.measured = PerConfig(metrics.measurements_family, metrics.measurement_samples)
+        self.rollbacks = PerConfig(metrics.rollbacks_family, metrics.rollback_samples)
 
     def read(self, store: Any) -> None:
         db = store.db("history")
@@ -87,17 +88,14 @@ class HistoryText:
             at = files.tracked(db, "history")
             configs = self._touched(store, db, at)
             counts = history_queries.phase_counts(db, configs)
-            endings = history_queries.ending_rows(db, configs)
+            ends = {c: (complete, failed) for c, complete, failed in history_queries.finished_counts(db, configs)}
             verified = {row[0]: row for row in history_queries.verification_counts(db, configs)}
-        # Each config's rows, in the order the queries give them whether all configs are read or some.
-        phases = {c: tuple(rows) for c, rows in groupby(counts, key=_config)}  # a config's rows together
-        grouped: dict[str, list[tuple[Any, ...]]] = {}
-        for row in endings:
-            grouped.setdefault(row[0], []).append(row)
-        ends = {c: tuple(rows) for c, rows in grouped.items()}
+            if configs is None or configs:
+                self.durations = history_queries.duration_buckets(db)  # (a dozen rows)
+        # (a config's rows come together)
+        phases = {c: tuple((p, n) for _, p, n in rows) for c, rows in groupby(counts, key=_config)}
         self.deployments.update(phases, configs)
         self.finished.update(ends, configs)
-        self.durations.update(ends, configs)
         self.measured.update({c: r for c, r in verified.items() if sum(r[1:4])}, configs)
         self.rollbacks.update({c: r for c, r in verified.items() if r[4]}, configs)
         self.at = at
@@ -106,7 +104,7 @@ class HistoryText:
         return [
             self.deployments.text(),
             self.finished.text(),
-            _formatted(self.durations.family()),
+            _formatted(metrics.duration_family(*self.durations)),
             self.measured.text(),
             self.rollbacks.text(),
         ]
@@ -130,10 +128,11 @@ class HistoryText:
 class PerConfig:
     """One family's sample lines for each config, formatted again only for a config whose rows changed."""
 
-    def __init__(self, family: Callable[[], Metric], add: Callable[[Any, str, Any], None]) -> None:
+    def __init__(self, family: Callable[[], Metric], samples: Callable[[str, Any], metrics.Samples]) -> None:
         self.family = family
-        self.add = add  # add(family, config, rows): that config's samples, from its rows
+        self.samples = samples  # samples(config, rows): that config's samples, from its rows
         self.header = _formatted(family())  # HELP and TYPE
+        self.template = Template(family)
         self.lines: dict[str, tuple[Any, bytes]] = {}
         self._order: list[str] = []  # the configs in self.lines, sorted
         self._text: bytes | None = None
@@ -152,6 +151,20 @@ class PerConfig:
         if changed:
             self._format(sorted(changed))
 
+    def _lines(self, config: str, value: Any) -> bytes:
+        """`config`'s sample lines: from the template, or (a label value to escape) by the library."""
+        samples = self.samples(config, value)
+        made = self.template.lines(samples)
+        if made is not None:
+            return made
+        family = self.family()
+        for labels, number in samples:
+            family.add_metric(labels, number)  # type: ignore[attr-defined]
+        lines = _formatted(family).split(b"\n")[2:-1]  # after HELP and TYPE
+        if len(lines) != len(family.samples):
+            raise RuntimeError(f"prometheus_client wrote {len(lines)} lines for {len(family.samples)} samples")
+        return b"".join(line + b"\n" for line in lines)
+
     def text(self) -> bytes:
         if self._text is None:
             lines = self.lines
@@ -159,59 +172,12 @@ class PerConfig:
         return self._text
 
     def _format(self, changed: list[tuple[str, Any]]) -> None:
-        family, ends = self.family(), []
+        known = len(self.lines)
         for config, value in changed:
-            self.add(family, config, value)
-            ends.append(len(family.samples))
-        lines = [line + b"\n" for line in _formatted(family).split(b"\n")[2:-1]]  # after HELP and TYPE
-        if len(lines) != len(family.samples):
-            raise RuntimeError(f"prometheus_client wrote {len(lines)} lines for {len(family.samples)} samples")
-        start, known = 0, len(self.lines)
-        for (config, value), end in zip(changed, ends, strict=True):
-            self.lines[config] = (value, b"".join(lines[start:end]))
-            start = end
+            self.lines[config] = (value, self._lines(config, value))
         if len(self.lines) != known:
             self._order = sorted(self.lines)
         self._text = None
-
-
-class Durations:
-    """The histogram of every config's ends, kept as sums over the configs' `endings` rows.
-
-    A changed config's old rows are taken out of the sums and its new rows put in. The seconds are
-    summed exactly (as whole multiples of 2**-1074, which every float is), so the total is the
-    correctly rounded sum of the rows in any order: what math.fsum gives the whole registry
-    (history_queries.duration_buckets)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, tuple[Any, ...]] = {}
-        self.counts: Counter[float | None] = Counter()
-        self.seconds = 0  # in units of 2**-EXACT
-
-    def update(self, rows: dict[str, tuple[Any, ...]], configs: Collection[str] | None) -> None:
-        for config in self.rows.keys() | rows.keys() if configs is None else configs:
-            old, new = self.rows.pop(config, ()), rows.get(config, ())
-            if old != new:
-                self._add(old, -1)
-                self._add(new, 1)
-            if new:
-                self.rows[config] = new
-
-    def family(self) -> Metric:
-        cumulative, running = [], 0
-        for bound in DURATION_BUCKETS:
-            running += self.counts[bound]
-            cumulative.append((bound, running))
-        seconds = self.seconds / (1 << EXACT)  # int / int: correctly rounded
-        return metrics.duration_family(cumulative, sum(self.counts.values()), seconds)
-
-    def _add(self, rows: Iterable[tuple[Any, ...]], sign: int) -> None:
-        counts, exact = self.counts, 0
-        for _, _, le, n, seconds in rows:
-            counts[le] += sign * n
-            num, den = seconds.as_integer_ratio()  # den is a power of two
-            exact += num << (EXACT + 1 - den.bit_length())
-        self.seconds += sign * exact
 
 
 class _Only:
@@ -228,24 +194,62 @@ def _formatted(*families: Metric) -> bytes:
     return generate_latest(_Only(*families))  # type: ignore[arg-type]
 
 
+class Template:
+    """The line generate_latest writes for a sample of one family, cut where its label values and its value
+    go: made by the library once per count of labels (with placeholders), then filled in for each sample.
+
+    The same bytes as the library's for label values that no escaping changes (SAFE); `line` says None
+    for any other (the caller has the library format those)."""
+
+    def __init__(self, family: Callable[[], Metric]) -> None:
+        self.family = family
+        self.formats: dict[int, str] = {}  # by count of labels: the line as a str.format template
+        self.safe: set[str] = set()  # label values seen to need no escaping
+        self.values: dict[int, str] = {}  # floatToGoString of the integer values seen
+
+    def line(self, labels: Sequence[str], value: float) -> str | None:
+        safe = self.safe
+        for label in labels:
+            if label not in safe:
+                if not _SAFE(label) or len(safe) > MAX_SAFE:
+                    return None
+                safe.add(label)
+        if type(value) is int:
+            text = self.values.get(value)
+            if text is None:
+                text = floatToGoString(value)
+                if len(self.values) < MAX_SAFE:
+                    self.values[value] = text
+        else:
+            text = floatToGoString(value)
+        return (self.formats.get(len(labels)) or self._format(len(labels))).format(*labels, text)
+
+    def lines(self, samples: metrics.Samples) -> bytes | None:
+        """The lines of `samples` (None: one has a label value to escape)."""
+        made = []
+        for labels, value in samples:
+            line = self.line(labels, value)
+            if line is None:
+                return None
+            made.append(line)
+        return "".join(made).encode()
+
+    def _format(self, count: int) -> str:
+        family = self.family()
+        family.add_metric([f"@{i}@" for i in range(count)], 0)
+        lines = _formatted(family).decode().split("\n")[2:-1]  # after HELP and TYPE
+        if len(lines) != 1 or not lines[0].endswith(" 0.0"):
+            raise RuntimeError(f"prometheus_client wrote {lines!r} for one sample of value 0")
+        pieces = _PLACEHOLDER.split(lines[0].removesuffix("0.0").replace("{", "{{").replace("}", "}}"))
+        found = "".join(p if i % 2 == 0 else f"{{{p}}}" for i, p in enumerate(pieces)) + f"{{{count}}}\n"
+        self.formats[count] = found
+        return found
+
+
+MAX_SAFE = 100_000  # label values remembered as safe (past it, the library formats the rest), and values
+_SAFE = re.compile(r"[A-Za-z0-9_.:/+ -]*").fullmatch  # label values that no escaping changes
+_PLACEHOLDER = re.compile(r"@(\d+)@")
+
+
 def _config(row: tuple[Any, ...]) -> Any:
     return row[0]
-
-
-def _add_phases(family: GaugeMetricFamily, config: str, rows: tuple[tuple[str, str, int], ...]) -> None:
-    """The config's deployments in each phase, from its (config, phase, n) rows."""
-    metrics.add_phases(family, config, [(phase, n) for _, phase, n in rows])
-
-
-def _add_measured(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
-    metrics.add_measurements(family, config, row)
-
-
-def _add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
-    metrics.add_rollbacks(family, config, row)
-
-
-def _add_finished(family: CounterMetricFamily, config: str, rows: tuple[tuple[Any, ...], ...]) -> None:
-    """The config's ends (complete, failed), summed from its `endings` rows."""
-    complete = sum(row[3] for row in rows if row[1] == "complete")
-    metrics.add_finished(family, config, (complete, sum(row[3] for row in rows) - complete))

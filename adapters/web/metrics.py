@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from rollouts.projections import files, history_queries
 from rollouts.projections.registry import ALL, BY_NAME
 
+Samples = list[tuple[list[str], float]]  # a config's samples of one family: label values, value
 HISTORY = [BY_NAME["history"]]  # the one view a scrape catches up (the others report their lag)
 
 
@@ -88,9 +89,12 @@ def deployments_family() -> GaugeMetricFamily:
 
 
 def add_phases(family: GaugeMetricFamily, config: str, counts: Sequence[tuple[str, int]]) -> None:
+    _add(family, phase_samples(config, counts))
+
+
+def phase_samples(config: str, counts: Sequence[tuple[str, int]]) -> Samples:
     """`config`'s samples: how many of its deployments are in each phase (those some are in)."""
-    for phase, n in counts:
-        family.add_metric([config, phase], n)
+    return [([config, phase], n) for phase, n in counts]
 
 
 def finished_family() -> CounterMetricFamily:
@@ -102,10 +106,13 @@ def finished_family() -> CounterMetricFamily:
 
 
 def add_finished(family: CounterMetricFamily, config: str, ends: tuple[int, int]) -> None:
+    _add(family, finished_samples(config, ends))
+
+
+def finished_samples(config: str, ends: tuple[int, int]) -> Samples:
     """`config`'s samples: how many of its deployments' attempts ended (complete, failed)."""
     complete, failed = ends
-    family.add_metric([config, "complete"], complete)
-    family.add_metric([config, "failed"], failed)
+    return [([config, "complete"], complete), ([config, "failed"], failed)]
 
 
 def measurements_family() -> CounterMetricFamily:
@@ -117,10 +124,14 @@ def measurements_family() -> CounterMetricFamily:
 
 
 def add_measurements(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
+    _add(family, measurement_samples(config, row))
+
+
+def measurement_samples(config: str, row: tuple[Any, ...]) -> Samples:
     """`config`'s samples, from its (config, passed, failed, inconclusive, rollbacks) row (none without one)."""
-    if sum(row[1:4]):
-        for outcome, n in zip(("passed", "failed", "inconclusive"), row[1:4], strict=True):
-            family.add_metric([config, outcome], n)
+    if not sum(row[1:4]):
+        return []
+    return [([config, outcome], n) for outcome, n in zip(("passed", "failed", "inconclusive"), row[1:4], strict=True)]
 
 
 def rollbacks_family() -> CounterMetricFamily:
@@ -128,8 +139,16 @@ def rollbacks_family() -> CounterMetricFamily:
 
 
 def add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...]) -> None:
-    if row[4]:
-        family.add_metric([config], row[4])
+    _add(family, rollback_samples(config, row))
+
+
+def rollback_samples(config: str, row: tuple[Any, ...]) -> Samples:
+    return [([config], row[4])] if row[4] else []
+
+
+def _add(family: GaugeMetricFamily | CounterMetricFamily, samples: Samples) -> None:
+    for labels, value in samples:
+        family.add_metric(labels, value)
 
 
 def duration_family(buckets: list[tuple[float, int]], total: int, seconds: float) -> HistogramMetricFamily:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rollouts.adapters.web import exposition, routes
+from rollouts.adapters.web import checkpoints, exposition, routes
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 SECURITY_HEADERS = (
@@ -40,6 +40,7 @@ class Reader:
         self.metrics = exposition.Exposition(lambda: state.projections)
         self.answer = answer
         self.on_error = on_error
+        self.checkpoints = checkpoints.Checkpoints()
 
     def respond(self, target: str) -> routes.Response:
         with self.lock:
@@ -50,6 +51,9 @@ class Reader:
                 print(f"error: {line}", file=sys.stderr, flush=True)
                 api = target.startswith("/api/")
                 return routes.error(500, line, api)
+            finally:
+                if self.state.projections_open:
+                    self.checkpoints.after(self.state.projections.open_paths())
 
 
 UNAUTHORIZED = routes.Response(

@@ -11,12 +11,14 @@ the scrape itself."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
@@ -24,7 +26,8 @@ from prometheus_client import generate_latest
 from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.cli.state import State
 from rollouts.adapters.home import Home
-from rollouts.adapters.web import exposition, metrics
+from rollouts.adapters.web import checkpoints, exposition, metrics
+from rollouts.projections import history, history_queries
 from tests.conftest import Rollouts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
@@ -82,6 +85,8 @@ def test_the_text_made_in_pieces_is_the_whole_registrys_after_any_changes(
                 assert HISTORY_LAG.sub(b"", text) == HISTORY_LAG.sub(b"", whole(state))
             if rng.random() < 0.2:
                 assert served.text() == served.text()  # nothing moved: the same text
+        state.read("history")
+        assert_sums_are_the_deployments(state.projections.db("history"))
     finally:
         state.close()
         app.close()
@@ -101,3 +106,103 @@ def change(rng: random.Random, users: Generator, home: Rollouts, clock: Callable
         home.run("rollout", *verb.split(), "web")  # refused or not: either is a state to scrape
     else:
         assert home.run("projections", "rebuild", "history").exit_code == 0
+
+
+# What the history view's sums stand for: these queries over every deployment (what /metrics read before 6).
+PHASES_OF_DEPLOYMENTS = "SELECT config, phase, count(*) FROM deployments GROUP BY config, phase ORDER BY config, phase"
+VERIFIED_OF_DEPLOYMENTS = (
+    "SELECT config, sum(passed), sum(failed), sum(inconclusive), count(rollback_of) FROM deployments"
+    " GROUP BY config HAVING sum(passed) + sum(failed) + sum(inconclusive) + count(rollback_of) > 0 ORDER BY config"
+)
+
+
+def assert_sums_are_the_deployments(db: Any) -> None:
+    assert history_queries.phase_counts(db) == db.execute(PHASES_OF_DEPLOYMENTS).fetchall()
+    assert history_queries.verification_counts(db) == [tuple(r) for r in db.execute(VERIFIED_OF_DEPLOYMENTS)]
+    some = [c for (c,) in db.execute("SELECT DISTINCT config FROM deployments")][::2]
+    assert history_queries.phase_counts(db, some) == [r for r in db.execute(PHASES_OF_DEPLOYMENTS) if r[0] in some]
+    assert history_queries.duration_buckets(db) == durations_of_endings(db)
+    finished = finished_of_endings(db)
+    assert history_queries.finished_counts(db) == finished
+    assert history_queries.finished_counts(db, some) == [row for row in finished if row[0] in some]
+
+
+def durations_of_endings(db: Any) -> tuple[list[tuple[float, int]], int, float]:
+    """The histogram from every `endings` row: counts by bucket, and math.fsum of their seconds."""
+    rows = db.execute("SELECT le, count, seconds FROM endings").fetchall()
+    cumulative = [(b, sum(n for le, n, _ in rows if le is not None and le <= b)) for b in history.DURATION_BUCKETS]
+    return cumulative, sum(n for _, n, _ in rows), math.fsum(seconds for _, _, seconds in rows)
+
+
+def finished_of_endings(db: Any) -> list[tuple[str, int, int]]:
+    ends: dict[str, list[int]] = {}
+    for config, outcome, n in db.execute("SELECT config, outcome, count FROM endings"):
+        ends.setdefault(config, [0, 0])[outcome != "complete"] += n
+    return [(config, complete, failed) for config, (complete, failed) in sorted(ends.items())]
+
+
+def sums(db: Any) -> list[list[tuple[Any, ...]]]:
+    return [
+        db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+        for t in ("phase_counts", "verification_counts", "durations")
+    ]
+
+
+def test_the_sums_of_a_rebuilt_history_are_those_caught_up_a_few_events_at_a_time(
+    home: Rollouts, clock: Callable[[float], None]
+) -> None:
+    rng = random.Random(7)
+    app = open_app(Home(home.home), None)
+    users = Generator(app, random.Random(7), configs=5)
+    state = State(str(home.home), None, "tester@test")
+    try:
+        for _ in range(40):
+            for _ in range(5):
+                clock(10 ** rng.uniform(-2.5, 2.3))
+                users.act(rng.choice(users.names))
+            users.save()
+            state.read("history")  # a few events at a time: each a batch of its own
+        live = sums(state.projections.db("history"))
+        assert_sums_are_the_deployments(state.projections.db("history"))
+        assert home.run("projections", "rebuild", "history").exit_code == 0
+        assert sums(state.read("history").db("history")) == live
+    finally:
+        state.close()
+        app.close()
+
+
+def test_sample_lines_made_from_templates_are_the_librarys_and_labels_to_escape_go_to_the_library() -> None:
+    made = exposition.PerConfig(metrics.deployments_family, metrics.phase_samples)
+    values = {
+        "web": (("New", 1), ("Running", 12345678)),
+        "a-b.c": (("Complete", 2.5), ("Failed", 1e22)),
+        'say "hi"\\n': (("New", 3),),  # escaped by the library
+        "line\nbreak": (("Pending", float("inf")),),
+    }
+    made.update(values, None)
+    whole = metrics.deployments_family()
+    for config in sorted(values):
+        metrics.add_phases(whole, config, values[config])
+    assert made.text() == generate_latest(exposition._Only(whole))  # type: ignore[arg-type]
+
+
+def test_a_server_leaves_the_views_wal_to_a_thread_that_checkpoints_it_off_the_requests_path(
+    home: Rollouts, tmp_path: Path
+) -> None:
+    home.run("config", "create", "web", "--", "true")
+    state = State(str(home.home), None, "tester@test")
+    state.autocheckpoint = False
+    try:
+        db = state.read("history").db("history")
+        assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        path = state.projections.open_paths()[0]
+        for i in range(3000):  # some 3,000 pages of WAL: SQLite's own would have checkpointed at 1,000
+            db.execute("INSERT INTO endings (key, config) VALUES (?, ?)", (f"k{i}", "x" * 4000))
+        assert checkpoints.wal_bytes(path) > 3 * checkpoints.WAL_BYTES
+        done = checkpoints.Checkpoints()
+        done.after([path, tmp_path / "gone.db"])
+        done.wait()
+        busy, pages, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert (busy, copied) == (0, pages)  # nothing was left to copy: the thread had copied it all
+    finally:
+        state.close()
