@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -27,8 +28,9 @@ def wait_for(path: Path, timeout: float = 30) -> str:
 def test_a_deployer_checks_its_claim_and_the_claim_ends_with_its_attempt(rollouts_on: Rollouts, tmp_path: Path) -> None:
     r = rollouts_on
     seen = tmp_path / "seen"
+    rollouts = Path(sys.executable).parent / "rollouts"  # this environment's, activated or not
     script = (
-        f'echo "$ROLLOUT_CLAIM $ROLLOUT_STORE" > {seen}.tmp; rollouts claim check >> {seen}.tmp;'
+        f'echo "$ROLLOUT_CLAIM $ROLLOUT_STORE" > {seen}.tmp; {rollouts} claim check >> {seen}.tmp;'
         f' echo "rc=$?" >> {seen}.tmp; mv {seen}.tmp {seen}'
     )
     assert r.sh("config", "create", "web", "--", "sh", "-c", script).exit_code == 0
