@@ -244,6 +244,7 @@ class NemesisChecks:
         host_of = {h.claimant: h.index for h in self.hosts if h.claimant}
         worst, worst_paused, counted = 0.0, 0.0, 0
         example: dict[str, Any] = {}
+        longest: list[dict[str, Any]] = []  # the five longest stops outside a pause, with the windows around them
         for name, rs in runs.items():
             r = rs[-1]
             died = self.deaths.get(name)
@@ -260,8 +261,14 @@ class NemesisChecks:
             counted += 1
             if paused:
                 worst_paused = max(worst_paused, stop)
-            elif stop > worst:
-                worst, example = stop, {"deployer": name, "host": index}
+            else:
+                around = [
+                    f"{w.kind}@{w.host}" for w in self.windows if w.start < died and w.end > before[-1] - self.lease
+                ]
+                longest = sorted([*longest, {"deployer": name, "host": index, "s": round(stop, 2), "windows": around}],
+                                 key=lambda x: -x["s"])[:5]  # fmt: skip
+                if stop > worst:
+                    worst, example = stop, {"deployer": name, "host": index}
         lease = self.lease
         return {
             "stop_after_last_renewal_max_s": round(worst, 2),
@@ -270,6 +277,7 @@ class NemesisChecks:
             # plus this harness's own look for the deployer's death (every WATCH_S)
             "stop_bound_s": round(lease / 2 + min(0.5, lease / 16) + WATCH_S, 2),
             "stop_after_last_renewal_example": example,
+            "stop_after_last_renewal_longest": longest,
             "stop_after_last_renewal_paused_max_s": round(worst_paused, 2),
             "stops_measured": counted,
         }
