@@ -27,10 +27,15 @@ def lost_writes(ops: list[chaos.Op], events: list[dict[str, Any]]) -> list[Any]:
     return verdict.details.get("lost_writes", [])
 
 
-def cancel(ident: int, t1: float) -> chaos.Op:
-    op = chaos.Op(ident, "cancel", "web", ["rollout", "cancel", "web"], actor=f"chaos-op-{ident}", rc=0)
-    op.out, op.t0, op.t1 = "cancel requested for web version 2\n", t1 - 0.2, t1
+def command(kind: str, ident: int, t1: float, out: str) -> chaos.Op:
+    """An op of `kind` that ran from t1 - 0.2 to t1 (on the harness's clock), exited 0 and printed `out`."""
+    op = chaos.Op(ident, kind, "web", ["rollout", kind, "web"], actor=f"chaos-op-{ident}", rc=0)
+    op.out, op.t0, op.t1 = out, t1 - 0.2, t1
     return op
+
+
+def cancel(ident: int, t1: float) -> chaos.Op:
+    return command("cancel", ident, t1, "cancel requested for web version 2\n")
 
 
 TRIGGER = chaos.Op(1, "latest", "web", ["rollout", "latest", "web"], actor="chaos-op-1", rc=0, version=2)
@@ -52,9 +57,7 @@ def test_a_cancel_requested_only_after_the_command_ended_does_not_cover_it() -> 
 
 
 def retry(ident: int, t1: float) -> chaos.Op:
-    op = chaos.Op(ident, "retry", "web", ["rollout", "retry", "web"], actor=f"chaos-op-{ident}", rc=0)
-    op.out, op.t0, op.t1 = "retrying web version 2\n", t1 - 0.2, t1
-    return op
+    return command("retry", ident, t1, "retrying web version 2\n")
 
 
 def test_a_cancel_asked_before_a_retry_does_not_cover_a_cancel_after_it() -> None:
