@@ -31,6 +31,11 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   No server reachable: printed as skipped, never ok
 11. *_10k         one controller pass with 10,000 configs vs the same with 100: idle, and busy
                   (open deployments another live controller holds: 1,000 vs 100), per deployment
+1m, 13, 14        at the sizes issue #34 names (bench/at_scale.py runs each script as a process):
+                  rebuild of 1M events vs the library's read + decode (bench/rebuild.py); the whole
+                  `rollouts audit` of 1M events vs the same (bench/audit.py); /metrics after one new
+                  event, p50 and p99, and made from nothing, at 1M events and 1,000 configs, vs the
+                  CLI's in-process `rollout history NAME -o json` (bench/serve.py). `--quick`: small
 
 `--json` prints {"name": {"value", "baseline", "ratio", "goal", "ok"}} as the last line.
 The figures are measured in bench/in_process.py (1, 2, 8, 9), bench/processes.py (3, 4, 6, 7, with
@@ -58,6 +63,7 @@ sys.path.insert(0, str(BENCH))  # the other scripts of bench/, imported as modul
 # PYTHONDONTWRITEBYTECODE that some sandboxes set, each would compile the project's modules again.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+from at_scale import bench_audit_at_scale, bench_rebuild_at_scale, bench_serve_at_scale  # noqa: E402
 from figures import Figure, print_table  # noqa: E402
 from harness import FULL, QUICK, Workspace  # noqa: E402
 from histories import build_logs  # noqa: E402
@@ -106,10 +112,11 @@ def signals_end_cleanly() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer and smaller runs (under ~90 s)")
+    parser.add_argument("--quick", action="store_true", help="fewer and smaller runs (a few minutes)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object, last line")
     parser.add_argument(
-        "--only", help="comma-separated sections: rebuild,commands,chain,cli,latency,idle,e2e,rss,pg,scale"
+        "--only",
+        help="comma-separated sections: rebuild,commands,chain,cli,latency,idle,e2e,rss,pg,scale,rebuild1m,audit,serve",
     )
     parser.add_argument(
         "--store",
@@ -159,6 +166,14 @@ def main(argv: list[str] | None = None) -> int:
             if wanted("pg"):
                 log(f"10 PostgreSQL ({args.store})")
                 figures += bench_postgres(args.store, args.quick)
+            for section, at_scale in (
+                ("rebuild1m", bench_rebuild_at_scale),
+                ("audit", bench_audit_at_scale),
+                ("serve", bench_serve_at_scale),
+            ):
+                if wanted(section):
+                    log(f"{section}: bench/at_scale.py")
+                    figures += at_scale(args.quick)
         finally:
             ws.close()
     figures.sort(key=lambda f: f.label)
