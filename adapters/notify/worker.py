@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import IntegrityError
 
-from rollouts.adapters.log_move import log_ids_by_position
+from rollouts.adapters.log_move import check_unsealed, log_ids_by_position
 from rollouts.adapters.notify import sinks
 from rollouts.adapters.notify.changes import ChangeReader
 from rollouts.adapters.notify.http import Poster
+from rollouts.adapters.recorders import LogSealed
 from rollouts.domain.errors import DomainError
 from rollouts.domain.notification import Change
 
@@ -68,6 +69,13 @@ class Worker(threading.Thread):
             while not self.stopping.is_set():
                 try:
                     progressed = self._round()
+                except LogSealed as sealed:
+                    # The log moved: the log it was imported into sends its changes again from the seal, under
+                    # its own key. Sending here would repeat the change in flight without end (each record of it
+                    # refused), so every worker of this controller stops (the controller exits at its next pass).
+                    self.log(f"notify {self.sink_name}: {sealed}; sending stops")
+                    self.stopping.set()
+                    return
                 except (IntegrityError, DomainError):
                     continue  # the sink changed under us: read it again
                 except Exception as error:  # noqa: BLE001 - the store may be back soon; a worker never dies of it
@@ -102,6 +110,7 @@ class Worker(threading.Thread):
             self.standby = True
             return False
         self.standby = False
+        check_unsealed(self.app.recorder)  # once a round: no send starts on a sealed log
         for change in self.reader.changes(after, head):
             if sink.wants(change.kind, change.config) and not self._deliver(sink, change):
                 return True
