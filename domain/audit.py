@@ -75,7 +75,9 @@ class Auditor:
     def _active(self, position: int, key: tuple[str, int], phase: str) -> None:
         """I2: at most one active deployment per config at every point of the log."""
         config, revision = key
-        active = self.active.setdefault(config, set())
+        active = self.active.get(config)
+        if active is None:  # (not setdefault: a set made for every event)
+            self.active[config] = active = set()
         if phase in phases.ACTIVE:
             active.add(revision)
         else:

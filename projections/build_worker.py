@@ -53,7 +53,11 @@ class Worker:
         self.proc.communicate()
 
 
-def start(paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_id: str, batch: int) -> Worker:
+def start(
+    paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_id: str, batch: int, indexes: bool = True
+) -> Worker:
+    """A worker folding the projections named in `paths` into new files there (without the indexes that
+    enforce nothing unless `indexes`: see build.build)."""
     where = {"postgres": list(log)} if isinstance(log, PostgresLog) else {"sqlite": [str(log.path), log.table]}
     task = {
         "paths": {name: str(path) for name, path in paths.items()},
@@ -61,6 +65,7 @@ def start(paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_i
         "head": head,
         "log_id": log_id,
         "batch": batch,
+        "indexes": indexes,
     }
     # The worker imports this package from where this process found it.
     root = str(Path(__file__).resolve().parent.parent)
@@ -88,7 +93,9 @@ def main(task_text: str) -> int:
         source = cast("LogFile | PostgresLogFile", build.open_log(log))  # a log was given: a reader of it
         try:
             with paused_gc():  # as in the parent's rebuild (ProjectionStore.rebuild)
-                at = build._build(source, chosen, paths, task["head"], task["log_id"], task["batch"], None, log)
+                at = build._build(
+                    source, chosen, paths, task["head"], task["log_id"], task["batch"], None, log, task["indexes"]
+                )
         finally:
             source.close()
     except Exception as error:  # noqa: BLE001 - told to the parent in one line

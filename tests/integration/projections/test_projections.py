@@ -47,6 +47,8 @@ from rollouts.projections.desired import Desired
 from rollouts.projections.history import History
 from rollouts.projections.projection import Projection
 from rollouts.projections.records import Record, decode, decode_stamped
+from rollouts.projections.registry import BY_NAME
+from rollouts.projections.source import SQLiteLog, direct_log
 from rollouts.projections.store import ALL, ProjectionStore
 from rollouts.projections.writer import WriterError
 from tests.broken_files import not_a_database_error
@@ -610,6 +612,30 @@ def test_a_rebuild_with_a_worker_process_equals_the_live_tables(
     assert_same(dump(store), live)
     assert positions(store) == {p.name: log.head() for p in ALL}
     close_store(store)
+
+
+def test_a_worker_told_no_indexes_folds_the_same_rows_without_the_indexes_that_enforce_nothing(
+    random_home: tuple[Log, Dump], tmp: Path
+) -> None:
+    """As audit's refold asks it (its files are compared by key, then removed): the rows are the rebuild's,
+    the unique indexes stay (INSERT OR REPLACE keeps to them), the others are not made."""
+    log, live = random_home
+    found = direct_log(RecorderSource(log.app.recorder))
+    assert isinstance(found, SQLiteLog)
+    names = [p.name for p in ALL if p.name != "audit"]
+    for indexes in (True, False):
+        paths = {name: tmp / f"{name}-{indexes}.db" for name in names}
+        worker = worker_module.start(paths, found, log.head(), log.app.recorder.log_id() or "", 100, indexes)
+        assert worker.result() == log.head()
+        for name, path in paths.items():
+            db = sqlite3.connect(path)
+            made = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall()
+            plain = [n for n, sql in made if not sql.startswith("CREATE UNIQUE")]
+            assert bool(plain) == indexes, (name, made)
+            for table in BY_NAME[name].tables:
+                rows = sorted(db.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+                assert rows == live[f"{name}.{table}"], (name, table)
+            db.close()
 
 
 def test_a_worker_that_fails_fails_the_rebuild_and_leaves_the_live_files(
