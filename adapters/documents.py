@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 Row = dict[str, Any]
+# The deployment number is `revision` in the code and the views; DESIGN 7's documents (JSON, tables, the page)
+# name it `version`: renamed here, where a view's row becomes what is printed, and nowhere else.
+SHOWN_AS = {"revision": "version", "latest_revision": "latest_version"}
 _INTERNAL = ("stream", "config", "step")  # history columns that only join views
 
 
@@ -41,6 +44,11 @@ def _ansi_c_char(c: str) -> str:
     return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
 
 
+def shown(row: Row) -> Row:
+    """`row` with its keys as the documents name them (SHOWN_AS), in the same order; its values as they are."""
+    return {SHOWN_AS.get(k, k): v for k, v in row.items()}
+
+
 def config_list(db: sqlite_utils.Database, now: datetime) -> list[Row]:
     """`config list`: every config with its latest version and phase, the freezes in force at `now`,
     and its command as a shell types it."""
@@ -48,7 +56,7 @@ def config_list(db: sqlite_utils.Database, now: datetime) -> list[Row]:
     rows = history_queries.configs(db, None, now)
     for row in rows:
         row["command"] = shell_words(row["spec"]["command"])
-    return rows
+    return [shown(row) for row in rows]
 
 
 def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
@@ -62,7 +70,9 @@ _STEP_COLUMNS = ("step_index", "passed", "failed", "inconclusive")
 
 def history_document(row: Row) -> Row:
     """A history row as JSON shows it: 7.6's `step` (the rollout step), `verification` (counts) and the rest."""
-    shown = {k: v for k, v in row.items() if k not in _INTERNAL and k not in _STEP_COLUMNS}
-    shown["step"] = row.get("step_index")
-    shown["verification"] = {k: row.get(k) or 0 for k in ("passed", "failed", "inconclusive")}
-    return shown
+    document = {SHOWN_AS.get(k, k): v for k, v in row.items() if k not in _INTERNAL and k not in _STEP_COLUMNS}
+    if "steps" in row:  # (`--revision N`: its runs)
+        document["steps"] = [shown(run) for run in row["steps"]]
+    document["step"] = row.get("step_index")
+    document["verification"] = {k: row.get(k) or 0 for k in ("passed", "failed", "inconclusive")}
+    return document

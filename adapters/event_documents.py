@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rollouts.adapters import documents
 from rollouts.adapters.store_url import shown
 from rollouts.domain.event_types import event_types
 from rollouts.projections import audit_queries
@@ -18,14 +19,15 @@ Row = dict[str, Any]
 
 def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[Row]:
     """`events`: the events `only` lets through, in log order (NotFound: no such config). A sink's URL
-    is shown with its password as *** (the log keeps it whole: the notifier needs it)."""
+    is shown with its password as *** (the log keeps it whole: the notifier needs it); the revision as
+    `version`, as DESIGN 7 names it."""
 
     rows = audit_queries.events(db, only)
     for row in rows:
         url = row["data"].get("url")
         if isinstance(url, str):
             row["data"]["url"] = shown(url)
-    return rows
+    return [documents.shown(row) for row in rows]
 
 
 def type_problem(db: sqlite_utils.Database, type_: str) -> str | None:

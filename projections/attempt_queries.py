@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 _EVENTS = (
-    "SELECT position, type, version, timestamp, data FROM events WHERE config = ? AND stream IN "
+    "SELECT position, type, revision, timestamp, data FROM events WHERE config = ? AND stream IN "
     "(SELECT stream FROM streams WHERE kind = 'deployment') ORDER BY position"
 )
 _CANCELLING = frozenset({"Cancelled", "CancelRequested"})
@@ -37,7 +37,7 @@ class Attempt:
     # 7.6: (time, kind, label) of what happened inside the attempt: a step's deployer done ("step"),
     # a measurement ("passed", "failed", "inconclusive"), a pause ("paused"), a promote ("promoted")
     marks: list[tuple[str, str, str]] = field(default_factory=list)
-    rolled_back_as: int | None = None  # the version of the automatic rollback that followed this failure
+    rolled_back_as: int | None = None  # the revision of the automatic rollback that followed this failure
 
 
 _AUTO_ROLLBACK = "automatic rollback to"  # (domain.deployment.AUTO_ROLLBACK)

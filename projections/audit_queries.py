@@ -40,7 +40,7 @@ def require_config(db: sqlite_utils.Database, name: str) -> None:
 def require_revision(db: sqlite_utils.Database, name: str, revision: int) -> None:
     """NotFound unless config `name` has a deployment `revision` in the log (as `rollout history` says)."""
     require_config(db, name)
-    sql = "SELECT 1 FROM streams WHERE kind = 'deployment' AND config = ? AND version = ?"
+    sql = "SELECT 1 FROM streams WHERE kind = 'deployment' AND config = ? AND revision = ?"
     if not db.execute(sql, (name, revision)).fetchone():
         raise NotFound(f"config {name!r} has no revision {revision}")
 
@@ -60,7 +60,7 @@ def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
     clauses, args = [], []
     for column, value in (
         ("config", only.config),
-        ("version", only.revision),
+        ("revision", only.revision),
         ("type", only.type),
         ("actor", only.actor),
     ):
@@ -89,7 +89,7 @@ def rule_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[
     # The deployments' streams, read once into a set: joining `streams` for every event searched two b-trees
     # (its key's index, then its row) per event, 3 of the 4 s of CPU this query took at 1M events.
     deployments = {s for (s,) in db.execute("SELECT stream FROM streams WHERE kind = 'deployment'")}
-    sql = "SELECT position, type, config, version, timestamp, data, stream FROM events"
+    sql = "SELECT position, type, config, revision, timestamp, data, stream FROM events"
     args: list[Any] = []
     if name:
         sql += " WHERE (config = ? OR stream = ?)"

@@ -30,8 +30,8 @@ CHUNK = 100_000  # positions per statement: a failed build stops after the curre
 # the table (the rows of 1M events: 4.0-4.15 s against 4.2-4.3 s, three pairs interleaved)
 TEMP = (
     "CREATE TEMP TABLE audit_topics (topic TEXT PRIMARY KEY, type TEXT) WITHOUT ROWID",
-    # the log's originator ids as stored -> stream (dashed), kind, config, version
-    "CREATE TEMP TABLE audit_ids (raw TEXT PRIMARY KEY, stream TEXT, kind TEXT, config TEXT, version INTEGER)"
+    # the log's originator ids as stored -> stream (dashed), kind, config, revision
+    "CREATE TEMP TABLE audit_ids (raw TEXT PRIMARY KEY, stream TEXT, kind TEXT, config TEXT, revision INTEGER)"
     " WITHOUT ROWID",
     "CREATE TEMP TABLE audit_odd (position INTEGER PRIMARY KEY)",  # rows Python makes at the end
 )
@@ -64,12 +64,12 @@ SELECT e.originator_id, {DASHED}, {_KIND},
 FROM {{log}} AS e
 WHERE e.rowid > ? AND e.rowid <= ? AND ({FIRST_SQL["Registered"]} OR {FIRST_SQL["Created"]}) AND json_valid(e.state)
 ORDER BY e.rowid"""
-STREAMS = "INSERT OR REPLACE INTO main.streams SELECT stream, kind, config, version FROM temp.audit_ids"
+STREAMS = "INSERT OR REPLACE INTO main.streams SELECT stream, kind, config, revision FROM temp.audit_ids"
 ROWS = f"""
 INSERT OR IGNORE INTO main.events
 SELECT e.rowid, coalesce(m.stream, {DASHED}), e.originator_version, coalesce(t.type, {AFTER_LAST_DOT}), m.config,
        coalesce(json_extract(e.state, '$.revision'),
-                CASE WHEN json_type(e.state, '$.revision') IS NULL THEN m.version END),
+                CASE WHEN json_type(e.state, '$.revision') IS NULL THEN m.revision END),
        json_extract(e.state, '$.attempt'), json_extract(e.state, '$.timestamp._data_'),
        json_extract(e.state, '$.meta.actor'), json_extract(e.state, '$.meta.correlation_id'),
        json_extract(e.state, '$.meta.notification_id'), CAST(e.state AS TEXT)
@@ -167,7 +167,7 @@ class SQLAuditFold(Fold):
 
     def _python_row(self, position: int) -> Row:
         (r,) = [decode(n) for n in self.source.read(position - 1, 1)]
-        where = self.db.execute("SELECT config, version FROM streams WHERE stream = ?", (r.stream,)).fetchone()
+        where = self.db.execute(streams.SELECT, (r.stream,)).fetchone()
         if where is None and r.type in streams.FIRST:
             raise Unreadable(f"event {position} starts stream {r.stream}")
         return self.row(r, *(where or (None, None)))

@@ -17,13 +17,13 @@ if TYPE_CHECKING:
 CREATE_EVENTS = """
 CREATE TABLE IF NOT EXISTS events (
     position INTEGER PRIMARY KEY, stream TEXT, stream_version INTEGER, type TEXT,
-    config TEXT, version INTEGER, attempt INTEGER, timestamp TEXT, actor TEXT,
+    config TEXT, revision INTEGER, attempt INTEGER, timestamp TEXT, actor TEXT,
     correlation_id TEXT, notification_id INTEGER, data TEXT)
 """
 INDEXES = {
     name: f"CREATE INDEX IF NOT EXISTS {name} ON events ({columns})"
     for name, columns in (
-        ("events_config", "config, version, position"),
+        ("events_config", "config, revision, position"),
         ("events_type", "type, position"),
         ("events_actor", "actor, position"),
         ("events_timestamp", "timestamp"),
@@ -35,7 +35,9 @@ Row = tuple[Any, ...]
 
 class AuditView(Projection):
     name = "audit"
-    version = 2  # 2: data is the event's document as the log stores it (read it with records.document)
+    # 2: data is the event's document as the log stores it (read it with records.document). 3: the deployment
+    # number is `revision` in events and streams, as in the events (was `version`).
+    version = 3
     tables = ("events", "streams")
     # A row holds its event's whole document (about 600 bytes): in pages 4x SQLite's default, fewer splits
     # and fewer pages to write and to sort (a rebuild of 1M events: ids, rows and indexes 11.4 s -> 9.5-10 s).
@@ -75,10 +77,10 @@ class AuditFold(Fold):
         rows = []
         for r in records:
             if r.type in streams.FIRST:
-                config, version = where.add(r)
+                config, revision = where.add(r)
             else:
-                config, version = known.get(r.stream) or where.lookup(r.stream)
-            rows.append(row(r, config, version))
+                config, revision = known.get(r.stream) or where.lookup(r.stream)
+            rows.append(row(r, config, revision))
         where.flush()
         self.conn.executemany(INSERT, rows)
 
@@ -86,8 +88,8 @@ class AuditFold(Fold):
         """Nothing waits: each batch's rows are new, and were sent by `apply`."""
 
 
-def row(r: Record, config: str | None, version: int | None) -> Row:
-    """The audit row of `r`, an event of a stream of `config` at `version`.
+def row(r: Record, config: str | None, revision: int | None) -> Row:
+    """The audit row of `r`, an event of a stream of `config` at `revision`.
 
     Its data is the stored document, copied as it is: a rebuild copies it in SQL, and readers
     decode it with records.document as projections do."""
@@ -99,7 +101,7 @@ def row(r: Record, config: str | None, version: int | None) -> Row:
         r.stream_version,
         r.type,
         config,
-        data.get("revision", version),
+        data.get("revision", revision),
         data.get("attempt"),
         r.timestamp,
         meta.get("actor"),

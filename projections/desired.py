@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 CREATE = """
 CREATE TABLE IF NOT EXISTS open_deployments (
-    stream TEXT PRIMARY KEY, config TEXT, version INTEGER, attempt INTEGER, phase TEXT,
+    stream TEXT PRIMARY KEY, config TEXT, revision INTEGER, attempt INTEGER, phase TEXT,
     step TEXT, step_kind TEXT, created INTEGER, started INTEGER, cancel INTEGER,
     claimant TEXT, claimed_at TEXT, timeout INTEGER, notification_id INTEGER, approval INTEGER,
     step_at TEXT, step_delay INTEGER, held REAL, verify_timeout INTEGER)
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS open_deployments (
 COLUMNS = (
     "stream",
     "config",
-    "version",
+    "revision",
     "attempt",
     "phase",
     "step",
@@ -68,7 +68,9 @@ class Desired(Projection):
     """A row per deployment; the controller reads the open ones through an index on phase. And the freezes."""
 
     name = "desired"
-    version = 3  # 2: approvals and freezes. 3: steps, measurements and pauses (7.6)
+    # 2: approvals and freezes. 3: steps, measurements and pauses (7.6). 4: the deployment number is
+    # `revision`, as in the events (was `version`).
+    version = 4
     tables = ("open_deployments", "freezes")
 
     def create(self, db: sqlite_utils.Database) -> None:
@@ -130,7 +132,7 @@ def _created(r: Record) -> dict[str, Any]:
     return {
         "stream": r.stream,
         "config": r.data["config"],
-        "version": r.data["revision"],
+        "revision": r.data["revision"],
         "attempt": 1,
         "phase": phases.NEW,
         "step": None,

@@ -21,19 +21,19 @@ if TYPE_CHECKING:
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS configs (stream TEXT PRIMARY KEY, name TEXT UNIQUE, spec TEXT,
-       paused INTEGER, latest_version INTEGER, created_at TEXT, updated_at TEXT)""",
-    """CREATE TABLE IF NOT EXISTS deployments (stream TEXT PRIMARY KEY, config TEXT, version INTEGER,
+       paused INTEGER, latest_revision INTEGER, created_at TEXT, updated_at TEXT)""",
+    """CREATE TABLE IF NOT EXISTS deployments (stream TEXT PRIMARY KEY, config TEXT, revision INTEGER,
        phase TEXT, reason TEXT, attempt INTEGER, cause TEXT, message TEXT, actor TEXT, step TEXT,
        created_at TEXT, started_at TEXT, finished_at TEXT, spec TEXT, needs_approval INTEGER, approved_by TEXT,
        step_index INTEGER, step_count INTEGER, weight INTEGER, paused TEXT, passed INTEGER, failed INTEGER,
        inconclusive INTEGER, rollback_of INTEGER)""",
-    "CREATE UNIQUE INDEX IF NOT EXISTS deployments_config ON deployments (config, version)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS deployments_config ON deployments (config, revision)",
     """CREATE TABLE IF NOT EXISTS endings (key TEXT PRIMARY KEY, config TEXT, outcome TEXT, le REAL,
        count INTEGER, seconds REAL)""",
-    """CREATE TABLE IF NOT EXISTS steps (name TEXT PRIMARY KEY, config TEXT, version INTEGER,
+    """CREATE TABLE IF NOT EXISTS steps (name TEXT PRIMARY KEY, config TEXT, revision INTEGER,
        attempt INTEGER, kind TEXT, try INTEGER, state TEXT, exit_code INTEGER, reason TEXT,
        created_at TEXT, started_at TEXT, finished_at TEXT)""",
-    "CREATE INDEX IF NOT EXISTS steps_config ON steps (config, version)",
+    "CREATE INDEX IF NOT EXISTS steps_config ON steps (config, revision)",
     # /metrics' counts by config, kept as the deployments change: counting them from `deployments` read all
     # of it at each first scrape (1,000 configs, 100,000 deployments: most of a scrape made from nothing).
     "CREATE TABLE IF NOT EXISTS phase_counts (key TEXT PRIMARY KEY, config TEXT, phase TEXT, n INTEGER)",
@@ -43,11 +43,11 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS durations (key TEXT PRIMARY KEY, le REAL, count INTEGER, exact TEXT)",
 )
 COLUMNS = {
-    "configs": ("stream", "name", "spec", "paused", "latest_version", "created_at", "updated_at"),
+    "configs": ("stream", "name", "spec", "paused", "latest_revision", "created_at", "updated_at"),
     "deployments": (
         "stream",
         "config",
-        "version",
+        "revision",
         "phase",
         "reason",
         "attempt",
@@ -62,7 +62,7 @@ COLUMNS = {
         "needs_approval",  # the current attempt waits for `rollout approve` until approved_by is set
         "approved_by",
         # 7.6: the current (or last) rollout step, of how many, its weight; why the attempt is paused (step,
-        # inconclusive, or NULL); its measurements by outcome; the failed version an automatic rollback follows
+        # inconclusive, or NULL); its measurements by outcome; the failed revision an automatic rollback follows
         "step_index",
         "step_count",
         "weight",
@@ -75,7 +75,7 @@ COLUMNS = {
     "steps": (
         "name",
         "config",
-        "version",
+        "revision",
         "attempt",
         "kind",
         "try",
@@ -197,7 +197,8 @@ class History(Projection):
     # 4: a NaN or an infinity in a spec as the log holds it (orjson wrote null); a succeeded run's exit code 0.
     # 5: steps, measurements, pauses and automatic rollbacks (7.6). 6: phase_counts, verification_counts and
     # durations (/metrics read them from the deployments_phase index, a scan of deployments and of endings).
-    version = 6
+    # 7: the deployment number is `revision` in every table, as in the events (was `version`).
+    version = 7
     tables = (
         "configs",
         "deployments",
@@ -320,7 +321,7 @@ class HistoryFold(Fold):
                     "name": r.data["name"],
                     "spec": spec_text(r.data["spec"], r.text),
                     "paused": 0,
-                    "latest_version": 0,
+                    "latest_revision": 0,
                     "created_at": r.timestamp,
                     "updated_at": r.timestamp,
                 }
@@ -334,7 +335,7 @@ class HistoryFold(Fold):
         if r.type == "SpecChanged":
             row["spec"] = spec_text(r.data["spec"], r.text)
         elif r.type == "RolloutTriggered":
-            row["latest_version"] = r.data["revision"]
+            row["latest_revision"] = r.data["revision"]
         else:
             row["paused"] = int(r.type == "Paused")
         row["updated_at"] = r.timestamp
@@ -350,7 +351,7 @@ class HistoryFold(Fold):
                 {
                     "stream": r.stream,
                     "config": data["config"],
-                    "version": data["revision"],
+                    "revision": data["revision"],
                     "phase": phases.NEW,
                     "reason": None,
                     "attempt": 1,
@@ -371,7 +372,7 @@ class HistoryFold(Fold):
                     "passed": 0,
                     "failed": 0,
                     "inconclusive": 0,
-                    # the failed version is the config's latest when its rollback is triggered, in that save
+                    # the failed revision is the config's latest when its rollback is triggered, in that save
                     "rollback_of": data["revision"] - 1 if data["cause"].startswith(AUTO_ROLLBACK) else None,
                 }
             )
@@ -462,7 +463,7 @@ class HistoryFold(Fold):
                 {
                     "name": nxt["name"],
                     "config": deployment["config"],
-                    "version": deployment["version"],
+                    "revision": deployment["revision"],
                     "attempt": data["attempt"],
                     "kind": nxt["kind"],
                     "try": nxt["try"],

@@ -19,7 +19,7 @@ Row = dict[str, Any]
 
 # What a deployment row holds, in the order `rollout history --revision N` prints it.
 DEPLOYMENT_FIELDS = (
-    "version",
+    "revision",
     "phase",
     "reason",
     "attempt",
@@ -31,11 +31,11 @@ DEPLOYMENT_FIELDS = (
     "finished_at",
 )
 _CONFIGS = (
-    "SELECT c.name, c.spec, c.paused, c.latest_version, c.created_at, c.updated_at, d.phase"
-    " FROM configs c LEFT JOIN deployments d ON d.config = c.name AND d.version = c.latest_version"
+    "SELECT c.name, c.spec, c.paused, c.latest_revision, c.created_at, c.updated_at, d.phase"
+    " FROM configs c LEFT JOIN deployments d ON d.config = c.name AND d.revision = c.latest_revision"
 )
-_STEPS = "SELECT * FROM steps WHERE config = ? AND version = ? ORDER BY created_at, name"
-_LATEST_PHASE = "SELECT phase FROM deployments WHERE config = ? ORDER BY version DESC LIMIT 1"
+_STEPS = "SELECT * FROM steps WHERE config = ? AND revision = ? ORDER BY created_at, name"
+_LATEST_PHASE = "SELECT phase FROM deployments WHERE config = ? ORDER BY revision DESC LIMIT 1"
 
 
 def configs(db: sqlite_utils.Database, name: str | None = None, now: datetime | None = None) -> list[Row]:
@@ -64,13 +64,13 @@ def config_names(db: sqlite_utils.Database) -> list[str]:
 
 
 def deployments(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
-    """`name`'s deployments in version order (or only `revision`, with its runs as `steps`).
+    """`name`'s deployments in revision order (or only `revision`, with its runs as `steps`).
 
     NotFound when there is no such config, or no such revision of it."""
     if not db.execute("SELECT 1 FROM configs WHERE name = ?", (name,)).fetchone():
         raise NotFound(f"config {name!r} not found")
-    where, args = ("config = ?", [name]) if revision is None else ("config = ? AND version = ?", [name, revision])
-    rows = list(db.query(f"SELECT * FROM deployments WHERE {where} ORDER BY version", args))
+    where, args = ("config = ?", [name]) if revision is None else ("config = ? AND revision = ?", [name, revision])
+    rows = list(db.query(f"SELECT * FROM deployments WHERE {where} ORDER BY revision", args))
     if revision is not None and not rows:
         raise NotFound(f"config {name!r} has no revision {revision}")
     for row in rows:

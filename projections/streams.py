@@ -5,9 +5,9 @@ from __future__ import annotations
 from rollouts.projections.projection import CACHE_ROWS, Sink
 from rollouts.projections.records import Record
 
-CREATE = "CREATE TABLE IF NOT EXISTS streams (stream TEXT PRIMARY KEY, kind TEXT, config TEXT, version INTEGER)"
-INSERT = "INSERT OR REPLACE INTO streams (stream, kind, config, version) VALUES (?, ?, ?, ?)"
-SELECT = "SELECT config, version FROM streams WHERE stream = ?"
+CREATE = "CREATE TABLE IF NOT EXISTS streams (stream TEXT PRIMARY KEY, kind TEXT, config TEXT, revision INTEGER)"
+INSERT = "INSERT OR REPLACE INTO streams (stream, kind, config, revision) VALUES (?, ?, ?, ?)"
+SELECT = "SELECT config, revision FROM streams WHERE stream = ?"
 FIRST = frozenset({"Registered", "Created"})
 Where = tuple[str | None, int | None]
 

@@ -115,7 +115,7 @@ def show_(state: State, name: str, as_of: int | str | None, output: str) -> None
         raise NotFound(f"config {name!r} not found")
     row = rows[0]
     if output == "json":
-        emit_json(row)
+        emit_json(documents.shown(row))
         return
     spec = row["spec"]
     lines = [
@@ -132,7 +132,7 @@ def show_(state: State, name: str, as_of: int | str | None, output: str) -> None
         *_step_lines(spec),
         ("Paused", "yes" if row["paused"] else "no"),
         ("Frozen", "; ".join(freeze_text(f) for f in row["freezes"]) or "no"),
-        ("Latest version", f"{row['latest_version']} ({row['latest_phase'] or 'none'})"),
+        ("Latest version", f"{row['latest_revision']} ({row['latest_phase'] or 'none'})"),
     ]
     click.echo("\n".join(f"{k + ':':<16}{v}" for k, v in lines))
 

@@ -125,7 +125,7 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
     rows = history(revision)
     if not rows:
         raise NotFound(f"config {name!r} has no deployment yet")
-    revision = rows[-1]["version"]
+    revision = rows[-1]["revision"]
     rt = runtime(state)
     try:
         if output == "json":
@@ -150,9 +150,9 @@ def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
             "pruned": r.pruned,
             "output": _read(rt.log_path(r.name)).decode(errors="replace"),
         }
-        for r in _deployers_of(rt, name, row["version"])
+        for r in _deployers_of(rt, name, row["revision"])
     ]
-    emit_json({"config": name, "version": row["version"], "phase": row["phase"], "deployers": deployers})
+    emit_json({"config": name, "version": row["revision"], "phase": row["phase"], "deployers": deployers})
 
 
 def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) -> None:

@@ -65,7 +65,7 @@ def history(state: State, name: str, revision: int | None, as_of: int | str | No
         return
     rows = history_queries.deployments(db, name, revision)
     if revision is None:
-        table(rows, HISTORY_TABLE)
+        table([documents.shown(row) for row in rows], HISTORY_TABLE)
     else:
         _revision_detail(rows[0])
 
@@ -74,7 +74,8 @@ def _revision_detail(row: dict[str, Any]) -> None:
 
     spec = row["spec"]
     for key in DEPLOYMENT_FIELDS:
-        click.echo(f"{key.replace('_', ' ').capitalize() + ':':<13}{cell(row[key])}")
+        label = documents.SHOWN_AS.get(key, key).replace("_", " ").capitalize()
+        click.echo(f"{label + ':':<13}{cell(row[key])}")
     if row["needs_approval"]:
         click.echo(f"{'Approval:':<13}{'by ' + row['approved_by'] if row['approved_by'] else 'waiting'}")
     click.echo(f"{'Command:':<13}{json.dumps(spec['command'])}")
@@ -126,18 +127,18 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
         raise click.UsageError("--watch and --as-of exclude each other")
     deadline = None if timeout is None else time.monotonic() + timeout
     said = None
-    watched = None  # with --watch: the version that was latest when the watch began
+    watched = None  # with --watch: the revision that was latest when the watch began
     while True:
         rows = history_rows(state, name, as_of=as_of)
         if not rows:
             raise NotFound(f"config {name!r} has no deployment yet")
-        watched = watched or rows[-1]["version"]
-        latest_row = next(r for r in rows if r["version"] == watched) if watch else rows[-1]
+        watched = watched or rows[-1]["revision"]
+        latest_row = next(r for r in rows if r["revision"] == watched) if watch else rows[-1]
         freezes = _freezes(state, name, as_of)
         line = _status_line(name, latest_row, freezes)
-        rollback = next((r for r in rows if r.get("rollback_of") == latest_row["version"]), None)
+        rollback = next((r for r in rows if r.get("rollback_of") == latest_row["revision"]), None)
         if rollback is not None and latest_row["phase"] == phases.FAILED:
-            line += f"; rolled back automatically as version {rollback['version']}"
+            line += f"; rolled back automatically as version {rollback['revision']}"
         if line != said and output == "table":
             click.echo(line)
         said = line
@@ -148,7 +149,7 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
         if ended:
             raise click.exceptions.Exit(1 if latest_row["phase"] == phases.FAILED else 0)
         if timed_out:
-            click.echo(f"error: timed out waiting for {name} version {latest_row['version']}", err=True)
+            click.echo(f"error: timed out waiting for {name} version {latest_row['revision']}", err=True)
             raise click.exceptions.Exit(1)
         time.sleep(0.1)
 
@@ -160,7 +161,7 @@ def _status_document(name: str, row: dict[str, Any], freezes: list[dict[str, Any
 
 
 def _status_line(name: str, row: dict[str, Any], freezes: list[dict[str, Any]]) -> str:
-    text = f"{name} version {row['version']} (attempt {row['attempt']}): {row['phase']}"
+    text = f"{name} version {row['revision']} (attempt {row['attempt']}): {row['phase']}"
     text = f"{text}: {cell(row['reason'])}" if row["reason"] else text
     if row["phase"] == phases.NEW and row["needs_approval"] and not row["approved_by"]:
         text += "; waiting for approval (rollout approve, by another actor)"

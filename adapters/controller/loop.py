@@ -42,7 +42,7 @@ OBSERVE_EVERY_S = 0.05
 # default, its memory grew by the caches filling as the files grew (RSS 1.20x over 10,000 rollouts).
 SQLITE_CACHE_KIB = 256
 STANDBY_S = 0.1  # how often a standing-by twin tries to lead
-OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, version"
+OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, revision"
 Log = Callable[[str], None]
 
 
@@ -169,7 +169,7 @@ class Controller:
         observed = {
             r["step"]: self.runtime.get(r["step"]) for r in rows if r["step"] and r["claimant"] == self.claimant
         }
-        by_stream = {(r["config"], r["version"]): r["notification_id"] for r in rows}
+        by_stream = {(r["config"], r["revision"]): r["notification_id"] for r in rows}
         # Leases matter only for deployments other claimants hold: none open, no query (a round trip on PostgreSQL).
         others = {r["claimant"] for r in rows if r["claimant"] and r["claimant"] != self.claimant}
         expired = frozenset(self.leases.expired() & others) if others else frozenset()

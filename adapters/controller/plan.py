@@ -107,7 +107,7 @@ def plan(
 
 
 def _act(kind: Kind, d: Mapping[str, Any], **extra: Any) -> Action:
-    return Action(kind, d["config"], d["version"], d["attempt"], **extra)
+    return Action(kind, d["config"], d["revision"], d["attempt"], **extra)
 
 
 def _active(d: Mapping[str, Any], row: Observed | None, now: datetime, born: str | None) -> list[Action]:

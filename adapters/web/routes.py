@@ -87,7 +87,7 @@ def _config(state: Any, metrics: Any, params: dict[str, str], name: str) -> Resp
     _only(params, ("type", "version", "actor", "since", "after", "until", "limit"))
     store = state.read("history", "audit")
     history_db, audit_db = store.db("history"), store.db("audit")
-    rows = history_queries.configs(history_db, name)
+    rows = [documents.shown(row) for row in history_queries.configs(history_db, name)]
     if not rows:
         raise NotFound(f"config {name!r} not found")
     attempts = attempt_queries.attempts(audit_db, name)[-TIMELINE_ATTEMPTS:]

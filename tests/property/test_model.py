@@ -96,7 +96,7 @@ DELETABLE = ("created", "running", "exited", "stopped", "lost")
 REPORTS = ("duplicate", "stale exited", "stale lost", "stale started", "stale created")
 DEPLOYER_EVENTS = ("starts", "exits 0", "exits 1", "exits 127", "killed", "deleted", "vanishes")
 AUDIT_SQL = (  # adapters/cli/audit_cmds.py
-    "SELECT position, type, config, version, data FROM events WHERE stream IN "
+    "SELECT position, type, config, revision, data FROM events WHERE stream IN "
     "(SELECT stream FROM streams WHERE kind = 'deployment') ORDER BY position"
 )
 CREATED_SQL = "SELECT data FROM events WHERE type IN ('DeployerCreated', 'HookCreated', 'MeasurementCreated')"
@@ -460,23 +460,23 @@ class RolloutModel(RuleBasedStateMachine):
     def _facts(self, name: str) -> Facts:
         self._catch_up_checker()
         db = self.checker.db("history")
-        row = db.execute("SELECT spec, paused, latest_version FROM configs WHERE name = ?", (name,)).fetchone()
+        row = db.execute("SELECT spec, paused, latest_revision FROM configs WHERE name = ?", (name,)).fetchone()
         if row is None:
             return Facts()
-        deployments = db.execute("SELECT version, phase, attempt, paused FROM deployments WHERE config = ?", (name,))
+        deployments = db.execute("SELECT revision, phase, attempt, paused FROM deployments WHERE config = ?", (name,))
         facts = Facts(True, bool(row[1]), row[2], json.loads(row[0]))
-        for version, phase, attempt, paused in deployments.fetchall():
-            facts.phases[version] = phase
-            facts.attempts[version] = attempt
-            facts.pauses[version] = paused
+        for revision, phase, attempt, paused in deployments.fetchall():
+            facts.phases[revision] = phase
+            facts.attempts[revision] = attempt
+            facts.pauses[revision] = paused
         return facts
 
-    def _deployment(self, name: str, version: int) -> dict[str, Any]:
+    def _deployment(self, name: str, revision: int) -> dict[str, Any]:
         self._catch_up_checker()
         db = self.checker.db("history")
-        cursor = db.execute("SELECT * FROM deployments WHERE config = ? AND version = ?", (name, version))
+        cursor = db.execute("SELECT * FROM deployments WHERE config = ? AND revision = ?", (name, revision))
         row = cursor.fetchone()
-        assert row is not None, f"{name} v{version} is not in the log"
+        assert row is not None, f"{name} v{revision} is not in the log"
         return dict(zip([c[0] for c in cursor.description], row, strict=True))
 
     def _desired(self) -> list[dict[str, Any]]:
@@ -485,8 +485,8 @@ class RolloutModel(RuleBasedStateMachine):
         columns = [c[0] for c in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
-    def _cancelled_or_failed(self, name: str, version: int) -> bool:
-        rows = [r for r in self._desired() if r["config"] == name and r["version"] == version]
+    def _cancelled_or_failed(self, name: str, revision: int) -> bool:
+        rows = [r for r in self._desired() if r["config"] == name and r["revision"] == revision]
         return bool(rows) and (rows[0]["phase"] == phases.FAILED or rows[0]["cancel"] == 1)
 
     def _command(self, what: str, model: Model, call: Callable[[dict[str, Any]], Any]) -> Any:
@@ -577,11 +577,11 @@ class RolloutModel(RuleBasedStateMachine):
         def model() -> tuple[str | None, Callable[[Any], None]]:
             exists = self._facts(name).exists
 
-            def check(version: int | None) -> None:
+            def check(revision: int | None) -> None:
                 facts = self._facts(name)
                 assert facts.exists and facts.spec == spec.to_data()
                 expected = {1: phases.NEW} if spec.trigger == "config-change" else {}
-                assert (version, facts.phases) == (1 if expected else None, expected)
+                assert (revision, facts.phases) == (1 if expected else None, expected)
 
             return "refused" if exists else None, check
 
@@ -599,9 +599,9 @@ class RolloutModel(RuleBasedStateMachine):
             facts = self._facts(name)
             refused = facts.paused or (facts.open and not supersede)
 
-            def check(version: int) -> None:
-                assert version == facts.latest + 1 == self._facts(name).latest
-                row = self._deployment(name, version)
+            def check(revision: int) -> None:
+                assert revision == facts.latest + 1 == self._facts(name).latest
+                row = self._deployment(name, revision)
                 assert (row["cause"], row["message"]) == ("manual", message), row
                 assert all(self._cancelled_or_failed(name, v) for v in facts.open), facts.open
 
@@ -823,22 +823,22 @@ class RolloutModel(RuleBasedStateMachine):
     def _waiting(self) -> list[str]:
         """The configs whose latest deployment waits for an approval."""
         rows = self._desired()
-        latest = {r["config"]: r for r in sorted(rows, key=lambda r: r["version"])}
+        latest = {r["config"]: r for r in sorted(rows, key=lambda r: r["revision"])}
         return sorted(n for n, r in latest.items() if r["phase"] == phases.NEW and r["approval"])
 
     @rule(name=st.sampled_from(NAMES), approver=st.sampled_from(APPROVERS[1:] * 2 + APPROVERS[:1]), data=st.data())
     def approve(self, name: str, approver: str, data: st.DataObject) -> None:
-        """`rollout approve NAME [--version N]`, by the actor who asked for the attempt or by another;
+        """`rollout approve NAME [--revision N]`, by the actor who asked for the attempt or by another;
         mostly of a config whose latest deployment waits for one, when there is such a config."""
         waiting = self._waiting()
         if waiting and data.draw(st.integers(0, 3), label="pick a waiting one") > 0:
             name = data.draw(st.sampled_from(waiting), label="waiting config")
         facts = self._facts(name)
-        version = data.draw(st.none() | st.none() | st.integers(1, max(1, facts.latest + 1)), label="version")
+        revision = data.draw(st.none() | st.none() | st.integers(1, max(1, facts.latest + 1)), label="revision")
 
         def model() -> tuple[str | None, Callable[[Any], None]]:
             facts = self._facts(name)
-            target = version or facts.latest
+            target = revision or facts.latest
             if not facts.exists or facts.latest == 0 or not 1 <= target <= facts.latest:
                 return "notfound", lambda _: None
             row = self._deployment(name, target)
@@ -852,9 +852,9 @@ class RolloutModel(RuleBasedStateMachine):
             return expect, check
 
         def call(meta: dict[str, Any]) -> Any:
-            return self.app.approve(name, version, {**meta, "actor": approver})
+            return self.app.approve(name, revision, {**meta, "actor": approver})
 
-        self._command(f"rollout approve {name} --version {version} (as {approver})", model, call)
+        self._command(f"rollout approve {name} --revision {revision} (as {approver})", model, call)
 
     # -- controllers -----------------------------------------------------------------
 
@@ -978,14 +978,14 @@ class RolloutModel(RuleBasedStateMachine):
         """A report about a deployer that is not the current step (older attempt, finished, moved past)."""
         self._catch_up_checker()
         current = {r["step"] for r in self._desired() if r["phase"] in phases.OPEN and r["step"]}
-        steps = self.checker.db("history").execute("SELECT name, config, version FROM steps").fetchall()
-        known = {name: (config, version) for name, config, version in steps}
+        steps = self.checker.db("history").execute("SELECT name, config, revision FROM steps").fetchall()
+        known = {name: (config, revision) for name, config, revision in steps}
         known.update({r.name: (r.config, r.revision) for r in self.runtime.rows.values()})
         stale = sorted(set(known) - current)
         if not stale:
             return
         name = data.draw(st.sampled_from(stale), label="stale deployer")
-        config, version = known[name]
+        config, revision = known[name]
         meta = new_meta("stale-reporter@model")
         changes = {
             "exited": lambda d: d.report_exited(name, code, None, meta),
@@ -994,7 +994,7 @@ class RolloutModel(RuleBasedStateMachine):
             "created": lambda d: d.report_created(name, f"local:{name}", meta),
         }
         before = self.head()
-        applied = commands.report(self.app, config, version, changes[kind], meta)
+        applied = commands.report(self.app, config, revision, changes[kind], meta)
         assert not applied and self.head() == before, f"stale report {kind} about {name} changed the log"
 
     def _duplicated_report(self, data: st.DataObject) -> None:
@@ -1083,7 +1083,7 @@ class RolloutModel(RuleBasedStateMachine):
         assert not twice, f"I1: deployers spawned twice: {twice}"
         crowded = {c: n for c, n in self.runtime.max_alive.items() if n > 1}
         assert not crowded, f"I2: configs that had several deployers alive at once: {crowded}"
-        active = {(r["config"], r["version"]): r for r in self._desired() if r["phase"] in phases.ACTIVE}
+        active = {(r["config"], r["revision"]): r for r in self._desired() if r["phase"] in phases.ACTIVE}
         for config, alive in self.runtime.alive.items():
             for name in alive:
                 row = self.runtime.rows[name]

@@ -122,7 +122,7 @@ def test_the_setting_is_left_out_of_a_spec_that_does_not_use_it_and_changes_no_r
 
 
 def row(**changes: Any) -> dict[str, Any]:
-    base = {"stream": "s", "config": "web", "version": 1, "attempt": 1, "phase": "New", "step": None}
+    base = {"stream": "s", "config": "web", "revision": 1, "attempt": 1, "phase": "New", "step": None}
     return base | {"cancel": 0, "claimant": None, "claimed_at": None, "timeout": 60, "approval": 0} | changes
 
 

@@ -20,11 +20,11 @@ DEPLOYER = "app-1-deploy-1"
 
 def row(phase: str = "Pending", **changes: Any) -> dict[str, Any]:
     """A desired-deployers row (projections/desired.py COLUMNS); Pending rows are ours and claimed."""
-    version = changes.get("version", 1)
+    revision = changes.get("revision", 1)
     base: dict[str, Any] = {
-        "stream": f"stream-{changes.get('config', 'app')}-{version}",
+        "stream": f"stream-{changes.get('config', 'app')}-{revision}",
         "config": "app",
-        "version": version,
+        "revision": revision,
         "attempt": 1,
         "phase": phase,
         "step": None,
@@ -79,7 +79,7 @@ def test_a_new_deployment_is_claimed_when_nothing_else_of_its_config_is_active()
 @pytest.mark.parametrize("listed_first", [True, False], ids=["active-first", "new-first"])
 @pytest.mark.parametrize("active", ["Pending", "Running"])
 def test_a_new_deployment_is_not_claimed_while_another_of_its_config_is_active(active: str, listed_first: bool) -> None:
-    older, newer = row(active, claimant=OTHER), row("New", version=2)
+    older, newer = row(active, claimant=OTHER), row("New", revision=2)
     rows = [older, newer] if listed_first else [newer, older]
     assert plan(rows, {}, ME, SOON) == []
 
@@ -91,7 +91,7 @@ def test_an_active_deployment_of_another_config_does_not_hold_back_a_claim() -> 
 
 
 def test_only_one_new_deployment_per_config_is_claimed_in_a_pass() -> None:
-    rows = [row("New"), row("New", version=2), row("New", config="web"), row("New", config="web", version=2)]
+    rows = [row("New"), row("New", revision=2), row("New", config="web"), row("New", config="web", revision=2)]
     actions = plan(rows, {}, ME, SOON)
     assert [(a.kind, a.config, a.revision) for a in actions] == [("claim", "app", 1), ("claim", "web", 1)]
 
@@ -101,7 +101,7 @@ def test_a_cancelled_new_deployment_is_not_claimed() -> None:
 
 
 def test_a_cancelled_new_deployment_does_not_hold_back_the_next_one() -> None:
-    actions = plan([row("New", cancel=1), row("New", version=2)], {}, ME, SOON)
+    actions = plan([row("New", cancel=1), row("New", revision=2)], {}, ME, SOON)
     assert [(a.kind, a.revision) for a in actions] == [("claim", 2)]
 
 
@@ -302,7 +302,7 @@ def test_batches_keep_every_action_in_order() -> None:
 
 
 def test_a_new_deployment_holds_back_the_next_new_one_of_its_config() -> None:
-    actions = plan([row("New"), row("New", version=2)], {}, ME, SOON)
+    actions = plan([row("New"), row("New", revision=2)], {}, ME, SOON)
     assert [(a.kind, a.revision) for a in actions] == [("claim", 1)]
 
 
@@ -347,7 +347,7 @@ def test_a_measurement_past_its_timeout_is_stopped() -> None:
 
 def test_an_expired_claim_with_nothing_running_is_taken_over_not_lost() -> None:
     paused = row("Running", claimant=OTHER, step=PAUSE, step_kind="pause", created=1, step_delay=None)
-    between = row("Running", claimant=OTHER, step=MEASUREMENT, step_kind="verify", version=2, config="b")
+    between = row("Running", claimant=OTHER, step=MEASUREMENT, step_kind="verify", revision=2, config="b")
     expired = frozenset({OTHER})
     assert [(a.kind, a.name) for a in plan([paused, between], {}, ME, SOON, expired)] == [
         (Kind.TAKE_OVER, PAUSE),

@@ -87,7 +87,7 @@ def test_chain_rows_deleted_fail_verify_and_audit(rollouts_on: Rollouts) -> None
 def test_edited_view_rows_fail_audit_naming_the_view(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     assert audited(rollouts_on, 0)["ok"]  # (every view made, and caught up)
-    edit_view(rollouts_on, "history", "UPDATE deployments SET phase = 'Failed' WHERE version = 1")
+    edit_view(rollouts_on, "history", "UPDATE deployments SET phase = 'Failed' WHERE revision = 1")
     edit_view(rollouts_on, "audit", "UPDATE events SET actor = 'nobody@else' WHERE position = 2")
     shown = rollouts_on.sh("rollout", "history", "web", "-o", "json")
     assert "Failed" in shown.stdout  # the views say it ...

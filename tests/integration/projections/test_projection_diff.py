@@ -26,7 +26,7 @@ def test_a_row_changed_by_hand_is_shown_and_left_alone_until_a_rebuild(rollouts_
     assert clean.stdout.startswith("no difference")
 
     with sqlite3.connect(live_file(rollouts_on, "history")) as conn:  # what a buggy fold might have written
-        conn.execute("UPDATE deployments SET phase = 'Failed', reason = 'bug' WHERE version = 1")
+        conn.execute("UPDATE deployments SET phase = 'Failed', reason = 'bug' WHERE revision = 1")
     found = rollouts_on.sh("projections", "diff", "history", "-o", "json")
     assert found.exit_code == 1
     rows = json.loads(found.stdout)
