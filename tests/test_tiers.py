@@ -15,6 +15,7 @@ FAST = {
     "test_tiers.py",
     "test_layers.py",
     "test_imports.py",
+    "test_names.py",
     "test_library_privates.py",
     "unit/test_lazy_commands.py",
     "unit/test_fencing.py",
