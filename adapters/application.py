@@ -211,7 +211,7 @@ class RolloutsApp(Application[UUID]):
     def set_config(self, name: str, change: Callable[[Spec], Spec], meta: dict[str, Any]) -> tuple[bool, int | None]:
         """Change the spec; a rollout-relevant change triggers when the policy says so.
 
-        Returns whether anything changed, and the version it triggered if any.
+        Returns whether anything changed, and the revision it triggered if any.
         """
 
         def decision() -> Decision[tuple[bool, int | None]]:
@@ -377,7 +377,7 @@ class RolloutsApp(Application[UUID]):
         self.decide(decision)
 
     def promote(self, name: str, full: bool, meta: Meta) -> tuple[int, str]:
-        """End the pause of `name`'s open deployment (7.6); returns its version and what comes next."""
+        """End the pause of `name`'s open deployment (7.6); returns its revision and what comes next."""
 
         def decision() -> Decision[tuple[int, str]]:
             config = self.config(name)

@@ -50,7 +50,7 @@ def shown(row: Row) -> Row:
 
 
 def config_list(db: sqlite_utils.Database, now: datetime) -> list[Row]:
-    """`config list`: every config with its latest version and phase, the freezes in force at `now`,
+    """`config list`: every config with its latest revision and phase, the freezes in force at `now`,
     and its command as a shell types it."""
 
     rows = history_queries.configs(db, None, now)

@@ -225,17 +225,17 @@ class Checks:
                 if mine:
                     verdict.add("phantom_writes", {"op": op.id, "args": op.args, "rc": op.rc, "events": dict(types)})
                 continue
-            if op.version is not None:
-                printed.add((op.config, op.version))  # type: ignore[arg-type]
-                if (op.config, op.version) not in in_history:
-                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "missing_version": op.version})
+            if op.revision is not None:
+                printed.add((op.config, op.revision))  # type: ignore[arg-type]
+                if (op.config, op.revision) not in in_history:
+                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "missing_version": op.revision})
                 triggered = [e for e in mine if e["type"] == "RolloutTriggered"]
-                if [e["version"] for e in triggered] != [op.version]:
+                if [e["version"] for e in triggered] != [op.revision]:
                     verdict.add(
-                        "lost_writes", {"op": op.id, "args": op.args, "printed": op.version, "events": triggered}
+                        "lost_writes", {"op": op.id, "args": op.args, "printed": op.revision, "events": triggered}
                     )
                 if op.read_back is False:
-                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "not_read_back": op.version})
+                    verdict.add("lost_writes", {"op": op.id, "args": op.args, "not_read_back": op.revision})
             expected = EXPECTED_TYPE.get(op.kind) or ("SpecChanged" if op.updated else None)
             if op.kind == "cancel":  # per version it printed: asking again what is already asked writes nothing
                 for version in not_cancel_requested(op, streams, spans):

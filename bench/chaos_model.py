@@ -180,7 +180,7 @@ class Op:
     rc: int | None = None
     out: str = ""
     err: str = ""
-    version: int | None = None
+    revision: int | None = None
     updated: bool = False  # config set said "updated"
     read_back: bool | None = None
     t0: float = 0.0

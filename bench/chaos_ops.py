@@ -142,10 +142,10 @@ class Operations:
                     op.args = [*op.args, "--until", datetime.fromtimestamp(time.time() + seconds, UTC).isoformat()]
             op.rc, op.out, op.err = self.cli(op.args, actor=op.actor)
             self.note(op)
-            if op.version is not None and op.check_read:
-                argv = ["rollout", "history", op.config, "--revision", str(op.version), "-o", "json"]
+            if op.revision is not None and op.check_read:
+                argv = ["rollout", "history", op.config, "--revision", str(op.revision), "-o", "json"]
                 rc, out, err = self.cli(argv)  # type: ignore[list-item]
-                op.read_back = rc == 0 and any(r.get("version") == op.version for r in json.loads(out or "[]"))
+                op.read_back = rc == 0 and any(r.get("version") == op.revision for r in json.loads(out or "[]"))
                 if not op.read_back:
                     op.err += f"\nread back: exit {rc}: {err.strip()[-300:]}"
         except Interrupted:
@@ -161,14 +161,14 @@ class Operations:
             return
         out = op.out.strip()
         if op.kind in ("latest", "latest_supersede") and out.isdigit():
-            op.version = int(out)
+            op.revision = int(out)
         elif op.kind == "undo":
             m = re.search(r"as version (\d+)", out)
-            op.version = int(m[1]) if m else None
+            op.revision = int(m[1]) if m else None
         elif op.kind in ("config_set", "config_create"):
             op.updated = " updated" in out or op.kind == "config_create"
             m = re.search(r"version (\d+) triggered", out)
-            op.version = int(m[1]) if m else None
+            op.revision = int(m[1]) if m else None
         elif op.kind == "delete":
             self.counts["deletes"] += 1
         elif op.kind in ("rebuild", "rebuild_shadow"):
@@ -181,12 +181,12 @@ class Operations:
         elif op.kind in LIFTS and "--all" not in op.args:
             with self.lock:
                 self.held[LIFTS[op.kind]].discard(op.config)  # type: ignore[arg-type]
-        if op.version is not None:
+        if op.revision is not None:
             with self.lock:
                 self.versions += 1
                 for conf in self.configs:
                     if conf.name == op.config:
-                        conf.latest_known = max(conf.latest_known, op.version)
+                        conf.latest_known = max(conf.latest_known, op.revision)
 
     def issue(self, verdict: Verdict) -> None:
         self.issue_start = time.monotonic()

@@ -315,11 +315,11 @@ class Nemesis(FaultDriver, NemesisChecks):
             op.rc, op.out, op.err = self.cli(host, op.args, actor=op.actor)
             out = op.out.strip()
             if op.rc == 0 and op.kind in ("latest", "latest_supersede") and out.isdigit():
-                op.version = int(out)
+                op.revision = int(out)
             elif op.rc == 0 and op.kind == "undo":
                 found = [w for w in out.split() if w.isdigit()]
-                op.version = int(found[-1]) if "as version" in out and found else None
-            if op.version is not None:
+                op.revision = int(found[-1]) if "as version" in out and found else None
+            if op.revision is not None:
                 with self.lock:
                     self.versions += 1
         finally:

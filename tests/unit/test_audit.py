@@ -9,31 +9,31 @@ from rollouts.domain.audit import Auditor, audit
 Row = tuple[str, int, dict[str, Any]]
 
 
-def claimed(version: int, attempt: int = 1) -> Row:
-    name = f"app-{version}-deploy-{attempt}"
-    return ("DeployerClaimed", version, {"attempt": attempt, "name": name, "step": {"kind": "deployer", "name": name}})
+def claimed(revision: int, attempt: int = 1) -> Row:
+    name = f"app-{revision}-deploy-{attempt}"
+    return ("DeployerClaimed", revision, {"attempt": attempt, "name": name, "step": {"kind": "deployer", "name": name}})
 
 
-def ev(type_: str, version: int = 1, attempt: int = 1, **data: Any) -> Row:
-    return (type_, version, {"attempt": attempt, "name": f"app-{version}-deploy-{attempt}", **data})
+def ev(type_: str, revision: int = 1, attempt: int = 1, **data: Any) -> Row:
+    return (type_, revision, {"attempt": attempt, "name": f"app-{revision}-deploy-{attempt}", **data})
 
 
-def run(version: int, ok: bool = True) -> list[Row]:
+def run(revision: int, ok: bool = True) -> list[Row]:
     """A revision that is created, claimed, created, started and ends."""
-    end = ev("DeployerSucceeded", version, next=None) if ok else ev("DeployerFailed", version, reason="exit 1")
-    started = [ev("DeployerCreated", version), ev("DeployerStarted", version)]
-    return [ev("Created", version), claimed(version), *started, end]
+    end = ev("DeployerSucceeded", revision, next=None) if ok else ev("DeployerFailed", revision, reason="exit 1")
+    started = [ev("DeployerCreated", revision), ev("DeployerStarted", revision)]
+    return [ev("Created", revision), claimed(revision), *started, end]
 
 
 def audited(*rows: Row) -> Auditor:
     """Audit `rows` of config app, at positions 1, 2, ..."""
-    auditor = audit((i, type_, "app", version, data) for i, (type_, version, data) in enumerate(rows, start=1))
+    auditor = audit((i, type_, "app", revision, data) for i, (type_, revision, data) in enumerate(rows, start=1))
     assert auditor.count == len(rows)
     return auditor
 
 
 def check(*rows: Row) -> list[tuple[str, int | None, int]]:
-    """(rule, version, position) of each violation in `rows`."""
+    """(rule, revision, position) of each violation in `rows`."""
     return [(v.rule, v.revision, v.position) for v in audited(*rows).violations]
 
 

@@ -38,7 +38,7 @@ def cancel(ident: int, t1: float) -> chaos.Op:
     return command("cancel", ident, t1, "cancel requested for web version 2\n")
 
 
-TRIGGER = chaos.Op(1, "latest", "web", ["rollout", "latest", "web"], actor="chaos-op-1", rc=0, version=2)
+TRIGGER = chaos.Op(1, "latest", "web", ["rollout", "latest", "web"], actor="chaos-op-1", rc=0, revision=2)
 TRIGGERED = event(1, "RolloutTriggered", "chaos-op-1", T0)
 
 

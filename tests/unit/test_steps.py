@@ -31,8 +31,8 @@ class Log:
         for aggregate in aggregates:
             for e in aggregate.collect_events():
                 data = {k: v for k, v in e.__dict__.items() if k not in ("originator_id", "originator_version")}
-                version = getattr(aggregate, "revision", None) if isinstance(aggregate, Deployment) else None
-                self.events.append((len(self.events) + 1, type(e).__name__, "web", version, data))
+                revision = getattr(aggregate, "revision", None) if isinstance(aggregate, Deployment) else None
+                self.events.append((len(self.events) + 1, type(e).__name__, "web", revision, data))
 
     def violations(self) -> list[tuple[str, str]]:
         return [(v.rule, v.message) for v in audit_steps(self.events).violations]
