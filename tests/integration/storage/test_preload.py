@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,25 @@ class Hooked:
 def test_an_object_with_a_copy_hook_of_its_own_is_copied_by_deepcopy() -> None:
     copied = copy_of(Hooked())
     assert copied.hooked and copied.items == [1, 2]
+
+
+def test_the_logs_connections_keep_their_prepared_statements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library asks sqlite3 for a statement cache of `True`, one statement: every other statement of a
+    command was prepared again on each use (a load's snapshot-and-events statement: ~0.4 ms to prepare)."""
+    asked: list[object] = []
+    connect = sqlite3.connect
+
+    def spy(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        asked.append(kwargs.get("cached_statements", 128))  # 128: sqlite3's default
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", spy)
+    app = open_app(Home(tmp_path / "h"), None)
+    try:
+        app.create_config("web", Spec(command=["true"]), meta())
+        app.latest("web", None, True, meta())
+        assert app.repository.get(ids.config_id("web")).latest_revision == 1
+    finally:
+        app.close()
+    assert asked
+    assert all(type(n) is int and n >= 100 for n in asked), asked
