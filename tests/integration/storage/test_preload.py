@@ -11,6 +11,7 @@ from uuid import uuid4
 import pytest
 from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
 
+from rollouts.adapters import preload
 from rollouts.adapters.application import RolloutsApp, new_meta
 from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.controller import commands
@@ -165,3 +166,21 @@ def test_the_logs_connections_keep_their_prepared_statements(tmp_path: Path, mon
         app.close()
     assert asked
     assert all(type(n) is int and n >= 100 for n in asked), asked
+
+
+def test_a_load_from_the_cache_outside_a_window_is_copy_ofs_copy(apps: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library deep-copies what its cache holds for each load (a quarter of a `latest --supersede`);
+    copy_of makes the same copy, and a decision's change to it never reaches the next load."""
+    writer, reader = apps
+    streams = history(writer)
+    copied: list[Any] = []
+    monkeypatch.setattr(preload, "copy_of", lambda aggregate: copied.append(aggregate) or copy_of(aggregate))
+    first = reader.repository.get(streams[1])  # not cached yet: made from the log, then cached and copied
+    first.pause(meta())
+    again = reader.repository.get(streams[1])
+    assert not again.paused and again is not first
+    assert len(copied) == 2 and all(c is copied[0] for c in copied)  # the cache's own, copied each time
+    plain = Repository._reconstruct_aggregate(writer.repository, streams[1], None, project_aggregate)
+    assert state(again) == state(plain)
+    assert reader.repository.get(streams[1], version=1).version == 1  # an older version: no cache, no copy
+    assert len(copied) == 2
