@@ -363,6 +363,8 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         events after it; one statement per 400 streams, not one (and a transaction) per stream."""
         if snapshots is not None and snapshots.datastore is not self.datastore:
             raise ValueError("the snapshots are not in this log's file")  # the library's factory puts them there
+        if len(wanted) == 1:
+            return self._events_after_one(*wanted[0], None if snapshots is None else snapshots.events_table_name)
         events: list[StoredEvent] = []
         found: list[StoredEvent] = []
         for i in range(0, len(wanted), 400):
@@ -374,6 +376,31 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
                 rows = c.fetchall()
             for snapshot, stream, version, topic, state in rows:
                 (found if snapshot else events).append(StoredEvent(UUID(str(stream)), version, topic, state))
+        return events, found
+
+    def _events_after_one(
+        self, stream: UUID, version: int | None, snapshots: str | None
+    ) -> tuple[list[StoredEvent], list[StoredEvent]]:
+        """events_after of one stream (a command's load): the library's two statements, its last snapshot and
+        the events after it, in one read transaction; on a local file the union of many streams' statement
+        costs more to run than the two (~85 against ~45 us)."""
+        columns = "originator_id, originator_version, topic, state"
+        with self.datastore.transaction(commit=False) as c:  # a missing table is an error here, not "none"
+            found = []
+            if version is None and snapshots is not None:
+                c.execute(
+                    f"SELECT {columns} FROM {snapshots} WHERE originator_id = ? ORDER BY originator_version DESC"
+                    " LIMIT 1",
+                    (stream.hex,),
+                )
+                found = [StoredEvent(stream, r[1], r[2], r[3]) for r in c.fetchall()]
+            after = found[0].originator_version if found else version
+            c.execute(
+                f"SELECT {columns} FROM {self.events_table_name} WHERE originator_id = ? AND originator_version > ?"
+                " ORDER BY originator_version",
+                (stream.hex, after or 0),
+            )
+            events = [StoredEvent(stream, r[1], r[2], r[3]) for r in c.fetchall()]
         return events, found
 
     def _events_after_sql(self, streams: int, snapshots: str | None) -> str:

@@ -184,3 +184,27 @@ def test_a_load_from_the_cache_outside_a_window_is_copy_ofs_copy(apps: Any, monk
     assert state(again) == state(plain)
     assert reader.repository.get(streams[1], version=1).version == 1  # an older version: no cache, no copy
     assert len(copied) == 2
+
+
+def test_one_streams_events_after_equals_the_statement_for_many(
+    apps: Any, backend_store: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command's load of one stream (SQLite: the library's two statements in one read, not the union
+    of many streams' statement) reads what the statement for many streams reads of it."""
+    writer, _ = apps
+    streams = history(writer)
+    recorder, snapshots = writer.recorder, writer.snapshots.recorder
+    unions: list[int] = []
+    union = recorder._events_after_sql
+    if backend_store is None:
+        monkeypatch.setattr(recorder, "_events_after_sql", lambda n, table: unions.append(n) or union(n, table))
+    for stream in [*streams, uuid4()]:
+        for version in (None, 0, 3, 40):
+            one = recorder.events_after([(stream, version)], snapshots)
+            many = recorder.events_after([(stream, version), (uuid4(), None)], snapshots)
+            assert [sorted(part, key=lambda e: e.originator_version) for part in one] == [
+                sorted(part, key=lambda e: e.originator_version) for part in many
+            ]
+    assert recorder.events_after([(streams[0], None)], snapshots)[1]  # read from its snapshot
+    if backend_store is None:
+        assert unions == [2] * 4 * (len(streams) + 1)  # the reads of two streams alone
