@@ -41,7 +41,7 @@ class SQLiteBackend:
     def env(self) -> dict[str, str]:
         return {
             **CACHE,
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "PERSISTENCE_MODULE": "rollouts.adapters.recorders:SQLiteStoreFactory",
             "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.recorders:ChainedSQLiteRecorder",
             "SQLITE_DBNAME": str(self.home.events_db),
             "SQLITE_LOCK_TIMEOUT": "10",

@@ -20,7 +20,8 @@ from eventsourcing.persistence import StoredEvent
 from rollouts.adapters.recorders import LogSealed
 from rollouts.domain import rollout
 from rollouts.domain.errors import DomainError
-from rollouts.domain.log import LogOrigin, LogSeal, origin_id
+from rollouts.domain.ids import origin_id
+from rollouts.domain.log import LogOrigin, LogSeal
 from rollouts.domain.log_writers import writer_of
 from rollouts.domain.open_fold import OpenFold
 from rollouts.projections.records import record

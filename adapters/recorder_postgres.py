@@ -36,7 +36,7 @@ from rollouts.adapters.recorders import (
     first_value,
     merge,
 )
-from rollouts.domain.log import seal_id
+from rollouts.domain.ids import seal_id
 
 if TYPE_CHECKING:
     from rollouts.adapters.backend import Backend

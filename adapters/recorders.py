@@ -18,14 +18,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder
+from eventsourcing.persistence import IntegrityError, InterfaceError, StoredEvent
+from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteFactory,
+)
 
 from rollouts.adapters import chain
 from rollouts.adapters.backend import CHAIN_TABLE, LOG_TABLE
 from rollouts.adapters.failures import missing_table
 from rollouts.domain.errors import DomainError
-from rollouts.domain.log import seal_id
+from rollouts.domain.ids import seal_id
 
 if TYPE_CHECKING:
     from rollouts.adapters.backend import Backend
@@ -36,6 +42,7 @@ CLAIM_TOPIC = "%.DeployerClaimed"
 # about 3 us an event (20,045 events on two cores: 64 ms in one walk, 46 in two parts; read + hashlib 37)
 PARALLEL_FROM = 10_000
 _MMAP_BYTES = 1 << 30  # a long read's connection maps up to this much of the file
+STATEMENTS = 128  # prepared statements each connection of the log keeps (sqlite3's default)
 
 
 Guards = Sequence[tuple[UUID, int]]  # streams a decision read but does not write, and the version it read
@@ -102,6 +109,52 @@ class Row(NamedTuple):
     originator_version: int
     topic: str
     state: bytes
+
+
+class StatementCachingPool(SQLiteConnectionPool):
+    """The library's pool, whose connections keep their prepared statements: the library asks sqlite3
+    for `cached_statements=True`, a cache of one, so every other statement was prepared again on each
+    use (a load's snapshot-and-events statement took ~0.4 ms to prepare, ~0.02 ms to run). Otherwise the
+    library's connection, as eventsourcing 9.5 makes it: WAL mode, rows by name."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            c = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,  # autocommit: the library's transactions BEGIN themselves
+                cached_statements=STATEMENTS,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            cursor = c.cursor()
+            cursor.execute("PRAGMA journal_mode;")
+            if cursor.fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        c.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
+class SQLiteStoreFactory(SQLiteFactory):
+    """The library's SQLite factory (the backend's PERSISTENCE_MODULE), its datastore on a StatementCachingPool."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        given = self.datastore.pool  # nothing opened yet: replaced by one of the same settings
+        self.datastore.pool = StatementCachingPool(
+            db_name=given.db_name,
+            lock_timeout=given.lock_timeout,
+            pool_size=given.pool_size,
+            max_overflow=given.max_overflow,
+            pool_timeout=given.pool_timeout,
+            max_age=given.max_age,
+            pre_ping=given.pre_ping,
+        )
 
 
 # events: below this a walk in one process is as fast
@@ -310,6 +363,8 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         events after it; one statement per 400 streams, not one (and a transaction) per stream."""
         if snapshots is not None and snapshots.datastore is not self.datastore:
             raise ValueError("the snapshots are not in this log's file")  # the library's factory puts them there
+        if len(wanted) == 1:
+            return self._events_after_one(*wanted[0], None if snapshots is None else snapshots.events_table_name)
         events: list[StoredEvent] = []
         found: list[StoredEvent] = []
         for i in range(0, len(wanted), 400):
@@ -321,6 +376,31 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
                 rows = c.fetchall()
             for snapshot, stream, version, topic, state in rows:
                 (found if snapshot else events).append(StoredEvent(UUID(str(stream)), version, topic, state))
+        return events, found
+
+    def _events_after_one(
+        self, stream: UUID, version: int | None, snapshots: str | None
+    ) -> tuple[list[StoredEvent], list[StoredEvent]]:
+        """events_after of one stream (a command's load): the library's two statements, its last snapshot and
+        the events after it, in one read transaction; on a local file the union of many streams' statement
+        costs more to run than the two (~85 against ~45 us)."""
+        columns = "originator_id, originator_version, topic, state"
+        with self.datastore.transaction(commit=False) as c:  # a missing table is an error here, not "none"
+            found = []
+            if version is None and snapshots is not None:
+                c.execute(
+                    f"SELECT {columns} FROM {snapshots} WHERE originator_id = ? ORDER BY originator_version DESC"
+                    " LIMIT 1",
+                    (stream.hex,),
+                )
+                found = [StoredEvent(stream, r[1], r[2], r[3]) for r in c.fetchall()]
+            after = found[0].originator_version if found else version
+            c.execute(
+                f"SELECT {columns} FROM {self.events_table_name} WHERE originator_id = ? AND originator_version > ?"
+                " ORDER BY originator_version",
+                (stream.hex, after or 0),
+            )
+            events = [StoredEvent(stream, r[1], r[2], r[3]) for r in c.fetchall()]
         return events, found
 
     def _events_after_sql(self, streams: int, snapshots: str | None) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rollouts.domain import approval
 from rollouts.domain.audit import Violation
-from rollouts.domain.freeze import in_force
+from rollouts.domain.freeze_rules import in_force
 
 # The event types this audit reads (what projections.audit_queries.gate_events selects).
 TYPES = ("Created", "RetryRequested", "Approved", "DeployerClaimed", "Frozen", "Unfrozen")

@@ -17,6 +17,16 @@ def deployment_id(config: UUID, revision: int) -> UUID:
     return uuid5(NAMESPACE_URL, f"/configs/{config}/deployments/{revision}")
 
 
+def seal_id(log_id: str) -> UUID:
+    """The stream of a log's seal (domain.log.LogSeal): named here, so a recorder's check for it loads no aggregate."""
+    return uuid5(NAMESPACE_URL, f"/logs/{log_id}/seal")
+
+
+def origin_id(log_id: str) -> UUID:
+    """The stream of an imported log's origin (domain.log.LogOrigin)."""
+    return uuid5(NAMESPACE_URL, f"/logs/{log_id}/origin")
+
+
 def deployer_name(config: str, revision: int, attempt: int) -> str:
     return f"{config}-{revision}-deploy-{attempt}"
 

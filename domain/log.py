@@ -7,10 +7,11 @@ a log imported from a sealed one holds the source's seal among its events, and i
 from __future__ import annotations
 
 from typing import Any
-from uuid import NAMESPACE_URL, UUID, uuid5
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from rollouts.domain.ids import origin_id, seal_id
 from rollouts.domain.topics import keep_stored_topics
 
 Meta = dict[str, Any]
@@ -47,14 +48,6 @@ class LogOrigin(Aggregate):
         self.head = head
         self.head_hash = head_hash
         self.fork = fork
-
-
-def seal_id(log_id: str) -> UUID:
-    return uuid5(NAMESPACE_URL, f"/logs/{log_id}/seal")
-
-
-def origin_id(log_id: str) -> UUID:
-    return uuid5(NAMESPACE_URL, f"/logs/{log_id}/origin")
 
 
 keep_stored_topics(globals())

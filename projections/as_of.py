@@ -12,7 +12,7 @@ from uuid import UUID
 import sqlite_utils
 
 from rollouts.domain import ids
-from rollouts.domain.freeze import ALL_ID
+from rollouts.domain.freeze_rules import ALL_ID
 from rollouts.projections.history import History
 from rollouts.projections.records import Notification, decode
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollouts.domain.audit_rules import TYPES, RuleEvent
 from rollouts.domain.errors import NotFound
-from rollouts.domain.freeze import ALL_ID
+from rollouts.domain.freeze_rules import ALL_ID
 from rollouts.projections.records import document
 
 if TYPE_CHECKING:

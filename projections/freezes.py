@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rollouts.domain import freeze as freezes
+from rollouts.domain import freeze_rules as freezes
 from rollouts.domain import ids
 from rollouts.projections.projection import Sink
 from rollouts.projections.records import Record

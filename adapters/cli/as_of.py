@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar
 
 import click
 
 from rollouts.adapters.cli.params import utc_text
 from rollouts.adapters.cli.state import State
-from rollouts.projections.as_of import config_history_at
-from rollouts.projections.audit_queries import last_position_at
 
 F = TypeVar("F", bound=Callable[..., Any])
 _POSITION = re.compile(r"[0-9]{1,18}")  # ASCII: \d takes a full-width 5 for 5
@@ -46,10 +45,19 @@ def position_at(state: State, value: int | str) -> int:
             raise click.BadParameter(f"position {value} is beyond the head of the log ({head})", param_hint="--as-of")
         return value
 
-    return last_position_at(state.read("audit").db("audit"), value)
+    _, audit_queries = _past()
+    return audit_queries.last_position_at(state.read("audit").db("audit"), value)
 
 
 def history_at(state: State, name: str, value: int | str) -> Any:
     """The history view of config `name` as the log stood at `value` (never the live view)."""
 
-    return config_history_at(state.recorder.events_of, name, position_at(state, value))
+    as_of, _ = _past()
+    return as_of.config_history_at(state.recorder.events_of, name, position_at(state, value))
+
+
+def _past() -> tuple[ModuleType, ModuleType]:
+    """projections.as_of and projections.audit_queries, loaded when --as-of is given."""
+    from rollouts.projections import as_of, audit_queries  # start-up cost: the audit's rules, off plain reads
+
+    return as_of, audit_queries

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import click
@@ -116,14 +117,20 @@ def _checkpoint(text: Any, pubkey: Any) -> Any:
         raise click.UsageError("--checkpoint and --pubkey go together")
     if text is None:
         return None
-    from rollouts.adapters.checkpoint import CheckpointError, public_key, verified  # start-up cost: cryptography
-
+    signing = _signing()
     try:
-        return verified(text.read(), public_key(pubkey.read()))
-    except CheckpointError as error:
+        return signing.verified(text.read(), signing.public_key(pubkey.read()))
+    except signing.CheckpointError as error:
         raise click.exceptions.Exit(_refused(f"checkpoint {text.name}: {error}")) from None
     except UnicodeDecodeError:
         raise click.exceptions.Exit(_refused(f"checkpoint {text.name} is not text")) from None
+
+
+def _signing() -> ModuleType:
+    """adapters.checkpoint, for the commands that sign or check a checkpoint."""
+    from rollouts.adapters import checkpoint  # start-up cost: cryptography
+
+    return checkpoint
 
 
 def _refused(message: str) -> int:
@@ -161,16 +168,10 @@ def checkpoint(state: State, key: Any, name: str, output: str) -> None:
     """
     from datetime import UTC, datetime
 
-    from rollouts.adapters.checkpoint import (  # start-up cost: cryptography
-        Checkpoint,
-        CheckpointError,
-        private_key,
-        sign,
-    )
-
+    signing = _signing()
     try:
-        signer = private_key(key.read())
-    except CheckpointError as error:
+        signer = signing.private_key(key.read())
+    except signing.CheckpointError as error:
         raise click.BadParameter(str(error), param_hint="--key") from None
     verdict = verify_log(state.recorder)
     if verdict.breaks:
@@ -178,10 +179,10 @@ def checkpoint(state: State, key: Any, name: str, output: str) -> None:
         raise click.exceptions.Exit(_refused(f"at position {first.position}: {first.problem}; not signed"))
     if not verdict.head or verdict.head_hash is None:
         raise click.BadParameter("the log has no events to sign", param_hint="--key")
-    made = Checkpoint(state.recorder.log_id(), verdict.head, verdict.head_hash, datetime.now(UTC), name)
+    made = signing.Checkpoint(state.recorder.log_id(), verdict.head, verdict.head_hash, datetime.now(UTC), name)
     try:
-        note = sign(made, signer)
-    except CheckpointError as error:
+        note = signing.sign(made, signer)
+    except signing.CheckpointError as error:
         raise click.BadParameter(str(error), param_hint="--name") from None
     if output == "json":
         stamp = made.time.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from uuid import uuid4
 import pytest
 from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
 
+from rollouts.adapters import preload
 from rollouts.adapters.application import RolloutsApp, new_meta
 from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.controller import commands
@@ -142,3 +144,67 @@ class Hooked:
 def test_an_object_with_a_copy_hook_of_its_own_is_copied_by_deepcopy() -> None:
     copied = copy_of(Hooked())
     assert copied.hooked and copied.items == [1, 2]
+
+
+def test_the_logs_connections_keep_their_prepared_statements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library asks sqlite3 for a statement cache of `True`, one statement: every other statement of a
+    command was prepared again on each use (a load's snapshot-and-events statement: ~0.4 ms to prepare)."""
+    asked: list[object] = []
+    connect = sqlite3.connect
+
+    def spy(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        asked.append(kwargs.get("cached_statements", 128))  # 128: sqlite3's default
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", spy)
+    app = open_app(Home(tmp_path / "h"), None)
+    try:
+        app.create_config("web", Spec(command=["true"]), meta())
+        app.latest("web", None, True, meta())
+        assert app.repository.get(ids.config_id("web")).latest_revision == 1
+    finally:
+        app.close()
+    assert asked
+    assert all(type(n) is int and n >= 100 for n in asked), asked
+
+
+def test_a_load_from_the_cache_outside_a_window_is_copy_ofs_copy(apps: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library deep-copies what its cache holds for each load (a quarter of a `latest --supersede`);
+    copy_of makes the same copy, and a decision's change to it never reaches the next load."""
+    writer, reader = apps
+    streams = history(writer)
+    copied: list[Any] = []
+    monkeypatch.setattr(preload, "copy_of", lambda aggregate: copied.append(aggregate) or copy_of(aggregate))
+    first = reader.repository.get(streams[1])  # not cached yet: made from the log, then cached and copied
+    first.pause(meta())
+    again = reader.repository.get(streams[1])
+    assert not again.paused and again is not first
+    assert len(copied) == 2 and all(c is copied[0] for c in copied)  # the cache's own, copied each time
+    plain = Repository._reconstruct_aggregate(writer.repository, streams[1], None, project_aggregate)
+    assert state(again) == state(plain)
+    assert reader.repository.get(streams[1], version=1).version == 1  # an older version: no cache, no copy
+    assert len(copied) == 2
+
+
+def test_one_streams_events_after_equals_the_statement_for_many(
+    apps: Any, backend_store: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command's load of one stream (SQLite: the library's two statements in one read, not the union
+    of many streams' statement) reads what the statement for many streams reads of it."""
+    writer, _ = apps
+    streams = history(writer)
+    recorder, snapshots = writer.recorder, writer.snapshots.recorder
+    unions: list[int] = []
+    union = recorder._events_after_sql
+    if backend_store is None:
+        monkeypatch.setattr(recorder, "_events_after_sql", lambda n, table: unions.append(n) or union(n, table))
+    for stream in [*streams, uuid4()]:
+        for version in (None, 0, 3, 40):
+            one = recorder.events_after([(stream, version)], snapshots)
+            many = recorder.events_after([(stream, version), (uuid4(), None)], snapshots)
+            assert [sorted(part, key=lambda e: e.originator_version) for part in one] == [
+                sorted(part, key=lambda e: e.originator_version) for part in many
+            ]
+    assert recorder.events_after([(streams[0], None)], snapshots)[1]  # read from its snapshot
+    if backend_store is None:
+        assert unions == [2] * 4 * (len(streams) + 1)  # the reads of two streams alone
