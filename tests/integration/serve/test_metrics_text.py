@@ -206,3 +206,36 @@ def test_a_server_leaves_the_views_wal_to_a_thread_that_checkpoints_it_off_the_r
         assert (busy, copied) == (0, pages)  # nothing was left to copy: the thread had copied it all
     finally:
         state.close()
+
+
+def test_a_wal_checkpointed_once_is_not_due_again_until_as_many_new_pages_are_in_it(
+    home: Rollouts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint leaves the WAL file as long as it was: what is due is what no checkpoint copied yet."""
+    home.run("config", "create", "web", "--", "true")
+    state = State(str(home.home), None, "tester@test")
+    state.autocheckpoint = False
+    try:
+        db = state.read("history").db("history")
+        path = state.projections.open_paths()[0]
+        for i in range(2000):
+            db.execute("INSERT INTO endings (key, config) VALUES (?, ?)", (f"k{i}", "x" * 4000))
+        done = checkpoints.Checkpoints()
+        done.after([path])
+        done.wait()
+        db.execute("INSERT INTO endings (key, config) VALUES ('one more', 'x')")  # the WAL starts over
+        assert checkpoints.wal_bytes(path) > 2 * checkpoints.WAL_BYTES  # the file did not shrink
+        assert 0 < checkpoints.wal_pages(path) < 10
+        started: list[object] = []
+        monkeypatch.setattr(checkpoints, "checkpoint", started.append)
+        done.after([path])
+        done.wait()
+        assert started == []  # a few new pages: not due
+        for i in range(checkpoints.WAL_PAGES):
+            db.execute("INSERT INTO endings (key, config) VALUES (?, ?)", (f"n{i}", "x" * 4000))
+        assert checkpoints.wal_pages(path) >= checkpoints.WAL_PAGES
+        done.after([path])
+        done.wait()
+        assert started == [[path]]
+    finally:
+        state.close()
