@@ -16,7 +16,7 @@ or on another log or view version, every config is read again."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from itertools import groupby
 from typing import Any
 
@@ -27,6 +27,7 @@ from prometheus_client.utils import floatToGoString
 from rollouts.adapters.web import metrics
 from rollouts.projections import files, history_queries
 from rollouts.projections.files import Tracked
+from rollouts.projections.rebuild import paused_gc
 from rollouts.projections.records import topic_parts
 from rollouts.projections.registry import ALL
 
@@ -56,12 +57,16 @@ class Exposition:
             _, head, at = key
             lag = metrics.lag_family(head, {p.name: t.position if t else 0 for p, t in zip(ALL, at, strict=True)})
             try:
-                store.catch_up(metrics.HISTORY)  # after the lag was read, as the registry does
-                self._history.read(store)
+                # No cycle collection meanwhile: the text makes no cycles, and from nothing (some 5,000
+                # lines at 1,000 configs) its objects would cost some 20 collections, each walking them again.
+                with paused_gc():
+                    store.catch_up(metrics.HISTORY)  # after the lag was read, as the registry does
+                    self._history.read(store)
+                    parts = [_formatted(lag, metrics.head_family(head)), *self._history.parts()]
             except BaseException:
                 self.forget()  # what was kept may be half updated
                 raise
-            self._last = (key, b"".join([_formatted(lag, metrics.head_family(head)), *self._history.parts()]))
+            self._last = (key, b"".join(parts))
         return self._last[1]
 
 
@@ -139,24 +144,22 @@ class PerConfig:
 
     def update(self, values: dict[str, Any], configs: Collection[str] | None) -> None:
         """The rows (`values`) of each config in `configs` (None: every config); one left out has no samples."""
-        scope = self.lines.keys() | values.keys() if configs is None else configs
-        changed = []
-        for config in scope:
-            value = values.get(config)
-            if value is None:
-                if self.lines.pop(config, None) is not None:
-                    self._order, self._text = sorted(self.lines), None
-            elif config not in self.lines or self.lines[config][0] != value:
-                changed.append((config, value))
+        lines = self.lines
+        if configs is None:  # every config: those not in `values` have none
+            gone = lines.keys() - values.keys()
+            changed = [(c, v) for c, v in values.items() if c not in lines or lines[c][0] != v]
+        else:
+            gone = {c for c in configs if c not in values and c in lines}
+            changed = [(c, values[c]) for c in configs if c in values and (c not in lines or lines[c][0] != values[c])]
+        if gone:
+            for config in gone:
+                del lines[config]
+            self._order, self._text = sorted(lines), None
         if changed:
-            self._format(sorted(changed))
+            self._format(changed)
 
-    def _lines(self, config: str, value: Any) -> bytes:
-        """`config`'s sample lines: from the template, or (a label value to escape) by the library."""
-        samples = self.samples(config, value)
-        made = self.template.lines(samples)
-        if made is not None:
-            return made
+    def _by_library(self, samples: metrics.Samples) -> bytes:
+        """The sample lines of a config with a label value to escape: cut from the library's text of them."""
         family = self.family()
         for labels, number in samples:
             family.add_metric(labels, number)  # type: ignore[attr-defined]
@@ -172,11 +175,14 @@ class PerConfig:
         return self._text
 
     def _format(self, changed: list[tuple[str, Any]]) -> None:
-        known = len(self.lines)
+        lines, known = self.lines, len(self.lines)
+        made, samples = self.template.lines, self.samples
         for config, value in changed:
-            self.lines[config] = (value, self._lines(config, value))
-        if len(self.lines) != known:
-            self._order = sorted(self.lines)
+            its = samples(config, value)
+            text = made(its)  # from the template, or (a label value to escape) by the library
+            lines[config] = (value, self._by_library(its) if text is None else text)
+        if len(lines) != known:
+            self._order = sorted(lines)
         self._text = None
 
 
@@ -198,40 +204,34 @@ class Template:
     """The line generate_latest writes for a sample of one family, cut where its label values and its value
     go: made by the library once per count of labels (with placeholders), then filled in for each sample.
 
-    The same bytes as the library's for label values that no escaping changes (SAFE); `line` says None
+    The same bytes as the library's for label values that no escaping changes (SAFE); `lines` says None
     for any other (the caller has the library format those)."""
 
     def __init__(self, family: Callable[[], Metric]) -> None:
         self.family = family
-        self.formats: dict[int, str] = {}  # by count of labels: the line as a str.format template
+        self.formats: dict[int, str] = {}  # by count of labels: the line as a %-format (label values, value)
         self.safe: set[str] = set()  # label values seen to need no escaping
         self.values: dict[int, str] = {}  # floatToGoString of the integer values seen
 
-    def line(self, labels: Sequence[str], value: float) -> str | None:
-        safe = self.safe
-        for label in labels:
-            if label not in safe:
-                if not _SAFE(label) or len(safe) > MAX_SAFE:
-                    return None
-                safe.add(label)
-        if type(value) is int:
-            text = self.values.get(value)
-            if text is None:
-                text = floatToGoString(value)
-                if len(self.values) < MAX_SAFE:
-                    self.values[value] = text
-        else:
-            text = floatToGoString(value)
-        return (self.formats.get(len(labels)) or self._format(len(labels))).format(*labels, text)
-
     def lines(self, samples: metrics.Samples) -> bytes | None:
         """The lines of `samples` (None: one has a label value to escape)."""
+        safe, values, formats = self.safe, self.values, self.formats
         made = []
         for labels, value in samples:
-            line = self.line(labels, value)
-            if line is None:
-                return None
-            made.append(line)
+            for label in labels:
+                if label not in safe:
+                    if not _SAFE(label) or len(safe) > MAX_SAFE:
+                        return None
+                    safe.add(label)
+            if type(value) is int:
+                text = values.get(value)
+                if text is None:
+                    text = floatToGoString(value)
+                    if len(values) < MAX_SAFE:
+                        values[value] = text
+            else:
+                text = floatToGoString(value)
+            made.append((formats.get(len(labels)) or self._format(len(labels))) % (*labels, text))
         return "".join(made).encode()
 
     def _format(self, count: int) -> str:
@@ -240,8 +240,10 @@ class Template:
         lines = _formatted(family).decode().split("\n")[2:-1]  # after HELP and TYPE
         if len(lines) != 1 or not lines[0].endswith(" 0.0"):
             raise RuntimeError(f"prometheus_client wrote {lines!r} for one sample of value 0")
-        pieces = _PLACEHOLDER.split(lines[0].removesuffix("0.0").replace("{", "{{").replace("}", "}}"))
-        found = "".join(p if i % 2 == 0 else f"{{{p}}}" for i, p in enumerate(pieces)) + f"{{{count}}}\n"
+        pieces = _PLACEHOLDER.split(lines[0].removesuffix("0.0").replace("%", "%%"))
+        if pieces[1::2] != [str(i) for i in range(count)]:
+            raise RuntimeError(f"prometheus_client wrote the label values of {lines[0]!r} out of order")
+        found = "%s".join(pieces[::2]) + "%s\n"
         self.formats[count] = found
         return found
 

@@ -11,6 +11,7 @@ the scrape itself."""
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import re
@@ -237,5 +238,27 @@ def test_a_wal_checkpointed_once_is_not_due_again_until_as_many_new_pages_are_in
         done.after([path])
         done.wait()
         assert started == [[path]]
+    finally:
+        state.close()
+
+
+def test_no_cycle_collection_runs_while_the_text_is_made_and_it_runs_again_after(
+    home: Rollouts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home.run("config", "create", "web", "--", "true")
+    home.run("rollout", "latest", "web")
+    state = State(str(home.home), None, "tester@test")
+    made = exposition.Exposition(lambda: state.projections)
+    seen: list[bool] = []
+    read = exposition.HistoryText.read
+
+    def reading(self: exposition.HistoryText, store: Any) -> None:
+        seen.append(gc.isenabled())
+        read(self, store)
+
+    monkeypatch.setattr(exposition.HistoryText, "read", reading)
+    try:
+        assert b'rollouts_deployments{config="web",phase="New"} 1.0' in made.text()
+        assert seen == [False] and gc.isenabled()
     finally:
         state.close()
