@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """`rollouts serve` latency against the CLI's own `rollout history -o json`, on one generated log.
 
-    python bench/serve.py [--events 1000000] [--configs 1000] [--requests 200]
+    python bench/serve.py [--events 1000000] [--configs 1000] [--requests 200] [--starts 20]
 
 A `rollouts serve --port 0` process answers `/api/configs/NAME/history` (NAME cycling over the
 configs) and `/metrics` over one keep-alive connection, each `--requests` times: median and p99.
@@ -9,9 +9,14 @@ The log does not move meanwhile, so /metrics (`serve_metrics`) answers the text 
 first scrape. Then `metrics_after_event`: before each /metrics request (untimed) a real event
 goes into the log, `rollout latest NAME --supersede` through the CLI in-process on the same
 home (a paused NAME is resumed first), so every scrape sees the log moved (the bench checks
-that the head it reports grew). `metrics_remade` is the answer made anew from nothing, in-process
-(the cost of the first scrape). The baseline is `rollout history NAME -o json` run in-process
-(click's runner: no interpreter start-up), each run right after the request for the same name.
+that the head it reports grew). `metrics_remade` is the first scrape: GET /metrics of a `rollouts
+serve` just started, whose text is made from nothing, once per server, `--starts` servers one after
+another, each scrape right after a run of the baseline (its own baseline: those runs' median).
+`metrics_remade_in_process` is the same text made anew in this process (`metrics_remade_ms`:
+Exposition.forget, then routes.answer; no HTTP, views long open; the figure this bench reported as
+`metrics_remade` before 2026-12-06's fourth session). The baseline is `rollout history NAME -o json`
+run in-process (click's runner: no interpreter start-up), each run right after the request for the
+same name.
 The log is bench/generate.py's (cached in /tmp, its views built there once); the bench runs on a
 copy of that home, in a temporary folder, since it writes events.
 
@@ -114,6 +119,20 @@ def metrics_remade_ms(home: Path, times: int) -> list[float]:
     return spent
 
 
+def first_scrapes_ms(home: Path, cli: Cli, names: list[str]) -> tuple[list[float], list[float]]:
+    """GET /metrics of a server just started on `home`, once per name (a server each), right after
+    the CLI's history of that name: (the scrapes' times, the CLI's)."""
+    scrapes, baseline = [], []
+    for name in names:
+        server = Server(home)
+        try:
+            baseline.append(cli.history_ms(name))
+            scrapes.append(server.get_ms("/metrics")[0])
+        finally:
+            server.stop()
+    return scrapes, baseline
+
+
 class Server:
     def __init__(self, home: Path) -> None:
         env = {**os.environ, "ROLLOUTS_HOME": str(home), "PYTHONPATH": str(BENCH.parent)}
@@ -198,6 +217,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="log size (default 1,000,000)")
     parser.add_argument("--configs", type=int, default=1000, help="configs in the generated history")
     parser.add_argument("--requests", type=int, default=200, help="requests per endpoint (and CLI runs)")
+    parser.add_argument("--starts", type=int, default=20, help="servers started for their first scrape")
     args = parser.parse_args()
 
     cached = cached_log(args.events, args.configs, False).path
@@ -210,21 +230,22 @@ def main() -> None:
     home = copied(cached)
     print(f"copied to {home} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     try:
-        summary, baseline_times = measure(home, names, args.requests)
+        summary, baseline_times = measure(home, names, args.requests, args.starts)
     finally:
         shutil.rmtree(home.parent)
-    print(f"{'figure':<20}{'median':>10}{'p99':>10}{'CLI median':>12}{'ratio':>8}  ok", file=sys.stderr)
+    print(f"{'figure':<26}{'median':>10}{'p99':>10}{'CLI median':>12}{'ratio':>8}  ok", file=sys.stderr)
     for name, f in summary.items():
         cells = f"{f['median_ms']:>8.2f}ms{f['p99_ms']:>8.2f}ms{f['baseline_ms']:>10.2f}ms{f['ratio']:>8.3f}"
-        print(f"{name:<20}{cells}  {f['ok']}", file=sys.stderr)
+        print(f"{name:<26}{cells}  {f['ok']}", file=sys.stderr)
     print(
         f"(CLI p99 {percentile(baseline_times, 0.99):.2f} ms; {args.events:,} events, {args.configs} configs)",
         file=sys.stderr,
     )
-    print(json.dumps(summary | {"events": args.events, "configs": args.configs, "requests": args.requests}))
+    sizes = {"events": args.events, "configs": args.configs, "requests": args.requests, "starts": args.starts}
+    print(json.dumps(summary | sizes))
 
 
-def measure(home: Path, names: list[str], requests: int) -> tuple[dict[str, Any], list[float]]:
+def measure(home: Path, names: list[str], requests: int, starts: int = 20) -> tuple[dict[str, Any], list[float]]:
     """Every figure on `home` (a copy: events are written), and the baseline's times."""
     t = time.perf_counter()
     server = Server(home)
@@ -244,13 +265,15 @@ def measure(home: Path, names: list[str], requests: int) -> tuple[dict[str, Any]
         after_event = metrics_after_event_ms(server, cli, names)
     finally:
         server.stop()
+    first, first_baseline = first_scrapes_ms(home, cli, names[:starts])
     remade = metrics_remade_ms(home, requests)
     baseline = statistics.median(baseline_times)
     summary = {
         "serve_history": figure(history, baseline),
         "serve_metrics": figure(metrics, baseline),
         "metrics_after_event": figure(after_event, baseline),
-        "metrics_remade": figure(remade, baseline),
+        "metrics_remade": figure(first, statistics.median(first_baseline)),
+        "metrics_remade_in_process": figure(remade, baseline),
     }
     return summary, baseline_times
 
