@@ -66,6 +66,7 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
     import os
 
     from rollouts.adapters.web import routes, server  # start-up cost: prometheus_client off `serve --help`
+    from rollouts.projections.registry import ALL
 
     token = None
     if token_env is not None:
@@ -80,6 +81,8 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
         )
     state.autocheckpoint = False  # the server checkpoints the views' WAL off its requests' path (web/checkpoints.py)
     state.read("history", "audit")  # a log this home must not read, or a broken store, fails here, before listening
+    for view in ALL:  # /metrics reads where each view stands: each opened (and checked) now, not by the first scrape
+        state.projections.db(view.name)
     bound = state.log_problem(state.recorder) is None
     reader = server.Reader(state, lambda s, m, t: _answer(routes, s, m, t, bound), internal_error)
     try:

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -124,3 +125,18 @@ def test_a_log_put_back_while_serving_is_refused_on_the_next_request(rollouts: R
         refused = get(at, "/api/configs")
         assert refused.status == 503
         assert get(at, "/").status == 503
+
+
+def test_serve_opens_every_view_before_it_listens_not_at_the_first_scrape(rollouts: Rollouts) -> None:
+    history(rollouts)
+    proc = rollouts.popen("serve", "--port", "0")
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "serve printed no URL within 30 s"
+        proc.stdout.readline()  # type: ignore[union-attr]
+        files = [fd.resolve() for fd in Path(f"/proc/{proc.pid}/fd").iterdir()]
+        opened = {f.name.split("-")[0] for f in files if f.suffix == ".db" and f.parent.name == "projections"}
+        assert {"desired", "history", "audit"} <= opened  # before any request
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
