@@ -10,8 +10,9 @@ first scrape. Then `metrics_after_event`: before each /metrics request (untimed)
 goes into the log, `rollout latest NAME --supersede` through the CLI in-process on the same
 home (a paused NAME is resumed first), so every scrape sees the log moved (the bench checks
 that the head it reports grew). `metrics_remade` is the first scrape: GET /metrics of a `rollouts
-serve` just started, whose text is made from nothing, once per server, `--starts` servers one after
-another, each scrape right after a run of the baseline (its own baseline: those runs' median).
+serve` just started, whose text is made from nothing, once per server (its connection made first,
+untimed), `--starts` servers one after another, each scrape right after a run of the baseline (its
+own baseline: those runs' median).
 `metrics_remade_in_process` is the same text made anew in this process (`metrics_remade_ms`:
 Exposition.forget, then routes.answer; no HTTP, views long open; the figure this bench reported as
 `metrics_remade` before 2026-12-06's fourth session). The baseline is `rollout history NAME -o json`
@@ -121,11 +122,13 @@ def metrics_remade_ms(home: Path, times: int) -> list[float]:
 
 def first_scrapes_ms(home: Path, cli: Cli, names: list[str]) -> tuple[list[float], list[float]]:
     """GET /metrics of a server just started on `home`, once per name (a server each), right after
-    the CLI's history of that name: (the scrapes' times, the CLI's)."""
+    the CLI's history of that name: (the scrapes' times, the CLI's). The connection is made first, untimed
+    (as a scraper's is kept between scrapes)."""
     scrapes, baseline = [], []
     for name in names:
         server = Server(home)
         try:
+            server.conn.connect()
             baseline.append(cli.history_ms(name))
             scrapes.append(server.get_ms("/metrics")[0])
         finally:
