@@ -89,17 +89,11 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
 
 # -- what /metrics reports (adapters/web/metrics.py, adapters/web/exposition.py) --------------------
 
-# The history view keeps these sums by config (history.PHASE_COUNTS, VERIFICATION_COUNTS): reading them is
-# reading a row or a few per config, not every deployment.
+# The history view keeps these sums by config (history.PHASE_COUNTS, VERIFICATION_COUNTS, FINISHED): reading
+# them is reading a row or a few per config, not every deployment nor every end.
 _PHASE_COUNTS = "SELECT config, phase, n FROM phase_counts WHERE n > 0{} ORDER BY config, phase"
 _OF_CONFIGS = " AND config IN (SELECT value FROM json_each(?))"
-_ENDINGS = (
-    "SELECT config, total(count) FILTER (WHERE outcome = 'complete'), total(count) FROM endings{}"
-    " GROUP BY config ORDER BY config"
-)
-# the keys' index: a config's share a prefix (ending_key)
-_ENDINGS_OF_CONFIG = _ENDINGS.format(" WHERE key >= ? AND key < ? AND config = ?")
-_ENDINGS = _ENDINGS.format("")
+_FINISHED = "SELECT config, complete, failed FROM finished{} ORDER BY config"
 _DURATIONS = "SELECT le, count, exact FROM durations"
 _CONFIGS_OF = "SELECT DISTINCT config FROM deployments WHERE stream IN (SELECT value FROM json_each(?))"
 
@@ -119,11 +113,12 @@ def finished_counts(db: sqlite_utils.Database, configs: Collection[str] | None =
     end (only of `configs` when given), in config order: they only grow as the log does (a retry starts
     again after a Failed end, which stays counted)."""
     if configs is None:
-        rows = db.execute(_ENDINGS).fetchall()
-    else:
-        of_config = _ENDINGS_OF_CONFIG
-        rows = [row for c in sorted(configs) for row in db.execute(of_config, (f"{c} ", f"{c}!", c))]
-    return [(c, int(complete), int(total) - int(complete)) for c, complete, total in rows]
+        return db.execute(_FINISHED.format("")).fetchall()
+    if not configs:
+        return []
+    return db.execute(
+        _FINISHED.format(" WHERE config IN (SELECT value FROM json_each(?))"), [json.dumps(list(configs))]
+    ).fetchall()
 
 
 _STEP_COUNTS = (

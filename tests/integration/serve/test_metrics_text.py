@@ -145,7 +145,7 @@ def finished_of_endings(db: Any) -> list[tuple[str, int, int]]:
 def sums(db: Any) -> list[list[tuple[Any, ...]]]:
     return [
         db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-        for t in ("phase_counts", "verification_counts", "durations")
+        for t in ("phase_counts", "verification_counts", "finished", "durations")
     ]
 
 
