@@ -65,8 +65,7 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
     """
     import os
 
-    from rollouts.adapters.web import routes, server  # start-up cost: prometheus_client off `serve --help`
-    from rollouts.projections.registry import ALL
+    from rollouts.adapters.web import exposition, routes, server  # start-up cost: prometheus_client off `serve --help`
 
     token = None
     if token_env is not None:
@@ -81,7 +80,7 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
         )
     state.autocheckpoint = False  # the server checkpoints the views' WAL off its requests' path (web/checkpoints.py)
     state.read("history", "audit")  # a log this home must not read, or a broken store, fails here, before listening
-    for view in ALL:  # /metrics reads where each view stands: each opened (and checked) now, not by the first scrape
+    for view in exposition.ALL:  # /metrics reads where each view stands: opened and checked now, not at a scrape
         state.projections.db(view.name)
     bound = state.log_problem(state.recorder) is None
     reader = server.Reader(state, lambda s, m, t: _answer(routes, s, m, t, bound), internal_error)
