@@ -109,26 +109,27 @@ def test_what_changed_before_the_mark_is_forgotten(parts: tuple[Any, LocalRuntim
 
 
 def test_a_controller_on_postgres_wakes_on_a_new_event_before_its_interval(rollouts, postgres_url, tmp_path) -> None:
-    """LISTEN/NOTIFY: with a 20 s interval, a rollout triggered while the controller waits still starts at once."""
+    """LISTEN/NOTIFY: with a 40 s interval, a rollout triggered while the controller waits still starts at once
+    (bounded at 15 s, not 10: on a loaded machine the CLI and the deployer's own start took 11.7 s once)."""
     import time
 
     rollouts.env["ROLLOUTS_STORE"] = rollouts.store = postgres_url
     refused = rollouts.sh("controller", "run", "--interval", "20", "-q")  # shims would stop deployers between passes
     assert refused.exit_code == 2 and "not below a quarter of the lease (30 s" in refused.stderr, refused
-    rollouts.env["ROLLOUTS_LEASE_SECONDS"] = "100"
+    rollouts.env["ROLLOUTS_LEASE_SECONDS"] = "200"
     marker = tmp_path / "ran"
     assert rollouts.sh("config", "create", "web", "--", "sh", "-c", f"date +%s.%N > {marker}").exit_code == 0
-    controller = rollouts.popen("controller", "run", "--interval", "20", "-q")
+    controller = rollouts.popen("controller", "run", "--interval", "40", "-q")
     try:
         time.sleep(3)  # the controller's first passes are done: it waits on its interval now
         asked = time.time()
         assert rollouts.sh("rollout", "latest", "web").exit_code == 0
-        for _ in range(100):
+        for _ in range(150):
             if marker.exists() and marker.read_text().strip():
                 break
             time.sleep(0.1)
         assert marker.exists(), "the controller slept through the new rollout"
-        assert float(marker.read_text()) - asked < 10  # far less than the 20 s interval
+        assert float(marker.read_text()) - asked < 15  # far less than the 40 s interval
     finally:
         controller.terminate()
         controller.wait(timeout=30)
