@@ -122,6 +122,8 @@ def _build(
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)
         for name, statements in deferred.items():
+            if statements and indexes:
+                files.for_sorting(dbs[name])
             for statement in statements if indexes else ():
                 dbs[name].execute(statement)
         for p in projections:
