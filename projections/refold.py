@@ -92,9 +92,11 @@ class Refold:
     def differing(self, live: Any) -> list[Differing]:
         """The views of `live` (a ProjectionStore, caught up) whose rows differ from the log's fold at the
         position each stands at."""
-        self._wait()
         found = []
-        for p in ALL:
+        # The audit view first: this process folded it, so it is compared while the worker may still fold the others.
+        for p in sorted(ALL, key=lambda p: p.name != "audit"):
+            if p.name != "audit":
+                self._wait()
             position, path = self.position, self._path(p, "")
             for attempt in range(TRIES):
                 compared = compare(p, live.db(p.name), path, position)
@@ -106,7 +108,7 @@ class Refold:
                     raise RuntimeError(f"view {p.name} kept moving while it was compared with the log's fold")
                 position, path = compared, self._path(p, f"-{attempt}")  # the live view moved: fold to it
                 self._fold((p,), position, f"-{attempt}")
-        return found
+        return sorted(found, key=lambda d: [p.name for p in ALL].index(d.name))
 
     def close(self) -> None:
         if self._worker is not None:

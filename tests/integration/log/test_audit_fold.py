@@ -98,6 +98,7 @@ def test_edited_view_rows_fail_audit_naming_the_view(rollouts_on: Rollouts) -> N
         "history": {"deployments": 1},
         "audit": {"events": 1},
     }
+    assert [d["name"] for d in found["views_differing"]] == ["history", "audit"]  # in the views' order, always
     text = rollouts_on.sh("audit")
     assert text.exit_code == 1 and "view history differs from the log's fold" in text.stdout
     assert rollouts_on.sh("projections", "rebuild", "history", "audit").exit_code == 0
