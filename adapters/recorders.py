@@ -157,9 +157,6 @@ class SQLiteStoreFactory(SQLiteFactory):
         )
 
 
-# events: below this a walk in one process is as fast
-
-
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     """SQLite: events, their hashes and the log's id in one file."""
 
