@@ -4,7 +4,7 @@ I9 and I10 (step_audit). Each event is read and decoded once, and handed to each
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from rollouts.domain.audit import Auditor, Violation
 from rollouts.domain.gate_audit import TYPES as GATE_TYPES
@@ -15,28 +15,24 @@ from rollouts.domain.step_audit import CONFIG_TYPES, StepAuditor
 TYPES = tuple(dict.fromkeys((*GATE_TYPES, *CONFIG_TYPES)))
 
 
-class RuleEvent(NamedTuple):
-    position: int
-    type: str
-    config: str | None  # None: a freeze of all configs
-    revision: int | None  # None: not a deployment's event
-    at: str
-    data: dict[str, Any]
-    deployment: bool  # an event of a deployment's stream
+# position, type, config (None: a freeze of all configs), revision (None: not a deployment's event), time,
+# data, and whether it is an event of a deployment's stream. A plain tuple: a reader makes one per event.
+RuleEvent = tuple[int, str, str | None, int | None, str, dict[str, Any], bool]
 
 
 def audit_rules(events: Iterable[RuleEvent]) -> list[Violation]:
     """The violations of every rule, by check (I1-I3, then G1-G2, then I9-I10), each in log order."""
     deployments, gates, steps = Auditor(), GateAuditor(), StepAuditor()
     gated, configs = frozenset(GATE_TYPES), frozenset(CONFIG_TYPES)
-    for position, type_, config, revision, at, data, deployment in events:
-        if deployment:
-            deployments.feed(position, type_, config, revision, data)  # type: ignore[arg-type]
-            steps.feed(position, type_, config, revision, data)  # type: ignore[arg-type]
+    deployment, step, gate = deployments.feed, steps.feed, gates.feed  # looked up once, not per event
+    for position, type_, config, revision, at, data, of_deployment in events:
+        if of_deployment:
+            deployment(position, type_, config, revision, data)  # type: ignore[arg-type]
+            step(position, type_, config, revision, data)  # type: ignore[arg-type]
         elif type_ in configs:
-            steps.feed(position, type_, config, None, data)  # type: ignore[arg-type]
+            step(position, type_, config, None, data)  # type: ignore[arg-type]
         if type_ in gated:
-            gates.feed(position, type_, config, revision, at, data)
+            gate(position, type_, config, revision, at, data)
     return [*deployments.violations, *gates.violations, *steps.finish().violations]
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rollouts.domain.audit_rules import TYPES, RuleEvent
 from rollouts.domain.errors import NotFound
 from rollouts.domain.freeze_rules import ALL_ID
-from rollouts.projections.records import document
+from rollouts.projections.records import document, fields
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -96,19 +96,12 @@ def rule_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[
         args += [name, str(ALL_ID)]
     every = str(ALL_ID)
     others = frozenset(TYPES)
+    read = fields  # no rule reads the timestamp, topic or config_id `document` reshapes
     for position, type_, config, revision, at, data, stream in db.execute(sql + " ORDER BY position", args):
-        deployment = stream in deployments
-        if not deployment and type_ not in others:
-            continue
-        yield RuleEvent(
-            position,
-            type_,
-            None if stream == every else config,
-            revision if deployment else None,
-            at,
-            document(data)[1],
-            deployment,
-        )
+        if stream in deployments:  # plain tuples: a RuleEvent made for each of 1M events cost 0.7 s
+            yield (position, type_, config, revision, at, read(data), True)
+        elif type_ in others:
+            yield (position, type_, None if stream == every else config, None, at, read(data), False)
 
 
 def event_count(db: sqlite_utils.Database, name: str | None = None) -> int:
