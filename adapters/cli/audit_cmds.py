@@ -17,6 +17,7 @@ from rollouts.adapters.log_source import RecorderSource
 from rollouts.adapters.verify import seen_by_home, verify_log
 from rollouts.domain.audit_rules import audit_rules
 from rollouts.projections import audit_queries
+from rollouts.projections.rebuild import paused_gc
 from rollouts.projections.refold import Refold
 
 EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
@@ -155,7 +156,10 @@ def _rules(db: Any, name: str | None) -> tuple[int, list[dict[str, Any]]]:
 
     if name is not None:
         audit_queries.require_config(db, name)
-    found = [v.as_dict() for v in audit_rules(audit_queries.rule_events(db, name))]
+    # No cycle collection meanwhile: the rules make no cycles and keep ~8 containers per deployment alive,
+    # which each full collection walked again (3 of the 8.6 s of CPU at 1M events).
+    with paused_gc():
+        found = [v.as_dict() for v in audit_rules(audit_queries.rule_events(db, name))]
     return audit_queries.event_count(db, name), found
 
 
