@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollouts.domain import phases
+from rollouts.domain.phases import ALLOWED_FROM, phase_after
 
 RANK = {phases.NEW: 0, phases.PENDING: 1, phases.RUNNING: 2, phases.COMPLETE: 3, phases.FAILED: 3}
-CREATES = ("DeployerCreated", "HookCreated")
+CREATES = frozenset({"DeployerCreated", "HookCreated"})
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,10 @@ class Auditor:
         self._names(position, key, type_, data)
         if before is None and type_ != "Created":
             return
-        if before is not None and type_ in phases.ALLOWED_FROM and before not in phases.ALLOWED_FROM[type_]:
+        allowed = ALLOWED_FROM.get(type_)
+        if before is not None and allowed is not None and before not in allowed:
             self._flag(position, key, "I3", f"{type_} happened in phase {before}")
-        after = phases.phase_after(before, type_, data)
+        after = phase_after(before, type_, data)
         if before and RANK[after] < RANK[before] and type_ != "RetryRequested":
             self._flag(position, key, "I3", f"phase went back from {before} to {after} by {type_}")
         self.phase[key] = after
@@ -67,10 +69,9 @@ class Auditor:
             self._once(self.created, data["name"], position, key, "created")
 
     def _once(self, seen: dict[str, int], name: str, position: int, key: tuple[str, int], what: str) -> None:
-        if name in seen:
-            self._flag(position, key, "I1", f"deployer {name} {what} twice (first at position {seen[name]})")
-        else:
-            seen[name] = position
+        first = seen.setdefault(name, position)  # (one probe of a dict of every name, not two)
+        if first != position:
+            self._flag(position, key, "I1", f"deployer {name} {what} twice (first at position {first})")
 
     def _active(self, position: int, key: tuple[str, int], phase: str) -> None:
         """I2: at most one active deployment per config at every point of the log."""

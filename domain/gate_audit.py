@@ -26,13 +26,12 @@ class GateAuditor:
     def __init__(self) -> None:
         self.freezes: dict[str | None, dict[str, Any] | None] = {}  # config name (None: all) -> freeze
         self.needs: dict[tuple[str, int], bool] = {}
-        self.asked_by: dict[tuple[str, int], approval.Who] = {}
+        self.asked_by: dict[tuple[str, int], dict[str, Any]] = {}  # the metadata of the attempt's request
         self.modes: dict[tuple[str, int], approval.ApprovalIdentity] = {}
         self.approved: dict[tuple[str, int], str | None] = {}
         self.violations: list[Violation] = []
 
     def feed(self, position: int, type_: str, config: str | None, revision: int | None, at: str, data: Any) -> None:
-        meta = data.get("meta") or {}
         if type_ == "Frozen":
             self.freezes[config] = {"until": data.get("until"), "reason": data.get("reason")}
             return
@@ -42,22 +41,22 @@ class GateAuditor:
         if config is None or revision is None:
             return
         key = (config, revision)
-        if type_ in ("Created", "RetryRequested"):
+        if type_ == "DeployerClaimed":
+            self._claimed(position, key, at)
+        elif type_ in ("Created", "RetryRequested"):
             spec = data.get("spec") or {}
             created = type_ == "Created"
             self.needs[key] = bool(spec.get("require_approval") if created else data.get("needs_approval"))
             source = spec if created else data
             self.modes[key] = approval.mode_of(source.get("approval_identity"))
-            self.asked_by[key] = approval.Who.of(meta)
+            self.asked_by[key] = data.get("meta") or {}  # made a Who only when it is read (a Who per attempt: 0.1 s)
             self.approved[key] = None
         elif type_ == "Approved":
-            self._approved(position, key, meta, data.get("attempt"))
-        elif type_ == "DeployerClaimed":
-            self._claimed(position, key, at)
+            self._approved(position, key, data.get("meta") or {}, data.get("attempt"))
 
     def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: Any) -> None:
         """The approval is held to the rule of its attempt's mode, from what the log records of both."""
-        approver, asked = approval.Who.of(meta), self.asked_by.get(key, approval.Who())
+        approver, asked = approval.Who.of(meta), approval.Who.of(self.asked_by.get(key, {}))
         self.approved[key] = approver.actor
         mode = self.modes.get(key, approval.DEFAULT)
         refused = approval.refusal(mode, asked, approver, f"revision {key[1]} attempt {attempt}")
@@ -68,13 +67,12 @@ class GateAuditor:
 
     def _claimed(self, position: int, key: tuple[str, int], at: str) -> None:
         if self.needs.get(key) and self.approved.get(key) is None:
-            self._flag(
-                position, key, "G2", f"claimed without an approval (attempt asked for by {self.asked_by[key].actor})"
-            )
-        moment = datetime.fromisoformat(at)
+            asked = approval.Who.of(self.asked_by[key]).actor
+            self._flag(position, key, "G2", f"claimed without an approval (attempt asked for by {asked})")
         for scope, name in (("config", key[0]), ("all", None)):
             freeze = self.freezes.get(name)
-            if freeze is not None and in_force(freeze, moment):
+            # (the time parsed under a freeze only: most claims have none, and 100k parses took 0.3 s)
+            if freeze is not None and in_force(freeze, datetime.fromisoformat(at)):
                 until = freeze["until"] or "unfreeze"
                 self._flag(position, key, "G1", f"claimed at {at} inside a freeze ({scope}) until {until}")
 

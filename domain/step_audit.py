@@ -24,10 +24,11 @@ from rollouts.domain.step import DEPLOYER
 CONFIG_TYPES = ("Registered", "SpecChanged", "RolloutTriggered", "RollbackTriggered")
 StepEvent = tuple[int, str, str, int | None, dict[str, Any]]  # position, type, config, revision (None: config), data
 _STARTS = ("DeployerCreated", "DeployerStarted")
+_OF_A_STEP = frozenset({*_STARTS, "DeployerSucceeded"})  # the events whose step (by name) I9 reads
 _NO_STEP: dict[str, Any] = {}  # (read only) an event of no step the log introduced
 
 
-@dataclass
+@dataclass(slots=True)  # (one per attempt: 100k at 1M events)
 class _Attempt:
     """What one attempt of a deployment has done so far."""
 
@@ -87,13 +88,15 @@ class StepAuditor:
             return
         key = (config, revision)
         if type_ == "Created":
-            self.attempts[key] = _Attempt(spec=dict(data.get("spec") or {}))
+            self.attempts[key] = attempt = _Attempt(spec=dict(data.get("spec") or {}))
             self.causes[key] = data.get("cause") or ""
-        elif type_ == "RetryRequested" and key in self.attempts:
-            self.attempts[key] = _Attempt(spec=self.attempts[key].spec)
-        attempt = self.attempts.get(key)
-        if attempt is None:
-            return
+        else:
+            found = self.attempts.get(key)
+            if found is None:
+                return
+            attempt = found
+            if type_ == "RetryRequested":
+                self.attempts[key] = attempt = _Attempt(spec=found.spec)
         self._steps(position, key, attempt, type_, data)
         before = self.phase.get(key)
         after = phases.phase_after(before, type_, data)
@@ -122,12 +125,13 @@ class StepAuditor:
         introduced = data.get("step") if type_ == "DeployerClaimed" else data.get("next")
         if introduced:
             a.steps[introduced["name"]] = introduced
-        step = a.steps.get(data.get("name") or "", _NO_STEP)
-        index = int(step.get("index", 1))
-        if type_ in _STARTS and step.get("kind") == DEPLOYER and index > 1 and not a.passed(index - 1):
-            self._flag(position, key, "I9", f"step {index} started before step {index - 1} passed")
-        elif type_ == "DeployerSucceeded":
-            a.succeeded.add(index)
+        if type_ in _OF_A_STEP:
+            step = a.steps.get(data.get("name") or "", _NO_STEP)
+            index = int(step.get("index", 1))
+            if type_ == "DeployerSucceeded":
+                a.succeeded.add(index)
+            elif step.get("kind") == DEPLOYER and index > 1 and not a.passed(index - 1):
+                self._flag(position, key, "I9", f"step {index} started before step {index - 1} passed")
         elif type_ == "MeasurementRecorded":
             tally = a.tallies.setdefault(int(data.get("step", 1)), {})
             outcome = data.get("outcome", INCONCLUSIVE_OUTCOME)
@@ -138,9 +142,8 @@ class StepAuditor:
                 a.full = int(data.get("step", 1))
 
     def _completed(self, position: int, key: tuple[str, int], a: _Attempt) -> None:
-        missing = [k for k in range(1, a.count + 1) if not a.passed(k)]
-        if missing:
-            k = missing[0]
+        k = next((k for k in range(1, a.count + 1) if not a.passed(k)), None)
+        if k is not None:
             what = "its deployer did not exit 0" if k not in a.succeeded else "its verification did not pass"
             self._flag(position, key, "I9", f"Complete, but step {k} of {a.count} never passed: {what}")
             return
