@@ -16,6 +16,7 @@ from typing import Any
 
 from rollouts.domain import phases
 from rollouts.domain.audit import Violation
+from rollouts.domain.phases import phase_after
 from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
 from rollouts.domain.sequence import FAILED, INCONCLUSIVE_OUTCOME, PASSED
 from rollouts.domain.step import DEPLOYER
@@ -30,9 +31,11 @@ _NO_STEP: dict[str, Any] = {}  # (read only) an event of no step the log introdu
 
 @dataclass(slots=True)  # (one per attempt: 100k at 1M events)
 class _Attempt:
-    """What one attempt of a deployment has done so far."""
+    """What one attempt of a deployment has done so far, and its phase (a retry starts New, whatever before)."""
 
     spec: dict[str, Any]
+    cause: str  # the deployment's (a rollback's own failure calls for no other)
+    phase: str | None = None
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # names the log introduced -> step data
     succeeded: set[int] = field(default_factory=set)  # step indexes whose deployer exited 0
     tallies: dict[int, dict[str, int]] = field(default_factory=dict)
@@ -73,10 +76,7 @@ class StepAuditor:
     """Feed events in log order; `violations` lists every break of I9 or I10 seen. `finish()` when done."""
 
     def __init__(self) -> None:
-        self.phase: dict[tuple[str, int], str] = {}
-        self.attempts: dict[tuple[str, int], _Attempt] = {}
-        self.causes: dict[tuple[str, int], str] = {}
-        self.reasons: dict[tuple[str, int], str | None] = {}
+        self.attempts: dict[tuple[str, int], _Attempt] = {}  # (the one table per deployment: one probe an event)
         self.configs: dict[str, _Config] = {}
         self.violations: list[Violation] = []
         self.last_position = 0
@@ -88,24 +88,22 @@ class StepAuditor:
             return
         key = (config, revision)
         if type_ == "Created":
-            self.attempts[key] = attempt = _Attempt(spec=dict(data.get("spec") or {}))
-            self.causes[key] = data.get("cause") or ""
+            self.attempts[key] = attempt = _Attempt(dict(data.get("spec") or {}), data.get("cause") or "")
         else:
             found = self.attempts.get(key)
             if found is None:
                 return
             attempt = found
             if type_ == "RetryRequested":
-                self.attempts[key] = attempt = _Attempt(spec=found.spec)
+                self.attempts[key] = attempt = _Attempt(found.spec, found.cause)
         self._steps(position, key, attempt, type_, data)
-        before = self.phase.get(key)
-        after = phases.phase_after(before, type_, data)
-        self.phase[key] = after
+        before = attempt.phase
+        attempt.phase = after = phase_after(before, type_, data)
         if after != before and after == phases.COMPLETE:
             self._completed(position, key, attempt)
         elif after != before and after == phases.FAILED:
-            self.reasons[key] = data.get("reason") if type_ not in ("Cancelled", "CancelRequested") else CANCELLED
-            self._failed(position, key)
+            reason = data.get("reason") if type_ not in ("Cancelled", "CancelRequested") else CANCELLED
+            self._failed(position, key, attempt.cause, reason or "")
 
     def finish(self) -> StepAuditor:
         """A failure whose rollback never followed (the same save triggers it: none may be left due)."""
@@ -169,12 +167,11 @@ class StepAuditor:
             c.due.pop(failed, None)
             c.rolled_back.add(failed)
 
-    def _failed(self, position: int, key: tuple[str, int]) -> None:
+    def _failed(self, position: int, key: tuple[str, int], cause: str, reason: str) -> None:
         c = self._of(key[0])
-        reason = self.reasons.get(key) or ""
         if key[1] != c.latest or reason == CANCELLED or FOREIGN in reason:
             return
-        if self.causes.get(key, "").startswith(AUTO_ROLLBACK) or key[1] in c.rolled_back:
+        if cause.startswith(AUTO_ROLLBACK) or key[1] in c.rolled_back:
             return
         if not (c.auto_rollback or reason.startswith(ABORTED)):
             return
