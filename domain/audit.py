@@ -43,14 +43,15 @@ class Auditor:
         self.violations: list[Violation] = []
         self.count = 0
 
-    def feed(self, position: int, type_: str, config: str, revision: int, data: dict[str, Any]) -> None:
-        """One deployment event (config events carry no phase and are not fed)."""
+    def feed(self, position: int, type_: str, config: str, revision: int, data: dict[str, Any]) -> str | None:
+        """One deployment event (config events carry no phase and are not fed); the deployment's phase after
+        it, None before its Created."""
         self.count += 1
         key = (config, revision)
         before = self.phase.get(key)
         self._names(position, key, type_, data)
         if before is None and type_ != "Created":
-            return
+            return None
         allowed = ALLOWED_FROM.get(type_)
         if before is not None and allowed is not None and before not in allowed:
             self._flag(position, key, "I3", f"{type_} happened in phase {before}")
@@ -59,6 +60,7 @@ class Auditor:
             self._flag(position, key, "I3", f"phase went back from {before} to {after} by {type_}")
         self.phase[key] = after
         self._active(position, key, after)
+        return after
 
     def _names(self, position: int, key: tuple[str, int], type_: str, data: dict[str, Any]) -> None:
         """I1: a deployer or hook name is scheduled once and created once, ever."""

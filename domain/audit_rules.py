@@ -27,8 +27,8 @@ def audit_rules(events: Iterable[RuleEvent]) -> list[Violation]:
     deployment, step, gate = deployments.feed, steps.feed, gates.feed  # looked up once, not per event
     for position, type_, config, revision, at, data, of_deployment in events:
         if of_deployment:
-            deployment(position, type_, config, revision, data)  # type: ignore[arg-type]
-            step(position, type_, config, revision, data)  # type: ignore[arg-type]
+            after = deployment(position, type_, config, revision, data)  # type: ignore[arg-type]
+            step(position, type_, config, revision, data, after)  # type: ignore[arg-type]
         elif type_ in configs:
             step(position, type_, config, None, data)  # type: ignore[arg-type]
         if type_ in gated:

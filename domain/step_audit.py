@@ -81,7 +81,17 @@ class StepAuditor:
         self.violations: list[Violation] = []
         self.last_position = 0
 
-    def feed(self, position: int, type_: str, config: str, revision: int | None, data: dict[str, Any]) -> None:
+    def feed(
+        self,
+        position: int,
+        type_: str,
+        config: str,
+        revision: int | None,
+        data: dict[str, Any],
+        after: str | None = None,
+    ) -> None:
+        """One event; `after`: the deployment's phase after it, when the caller folded it already (audit_rules,
+        from the Auditor: the same table, folded once)."""
         self.last_position = position
         if revision is None:
             self._config(position, type_, config, data)
@@ -98,7 +108,7 @@ class StepAuditor:
                 self.attempts[key] = attempt = _Attempt(found.spec, found.cause)
         self._steps(position, key, attempt, type_, data)
         before = attempt.phase
-        attempt.phase = after = phase_after(before, type_, data)
+        attempt.phase = after = phase_after(before, type_, data) if after is None else after
         if after != before and after == phases.COMPLETE:
             self._completed(position, key, attempt)
         elif after != before and after == phases.FAILED:
