@@ -29,6 +29,15 @@ _OF_A_STEP = frozenset({*_STARTS, "DeployerSucceeded"})  # the events whose step
 _NO_STEP: dict[str, Any] = {}  # (read only) an event of no step the log introduced
 
 
+# Every key of a spec that _Attempt reads: a new read of the spec adds its key here.
+_SPEC_READ = ("verify", "verify_count", "failure_limit", "inconclusive_limit", "steps")
+
+
+def _read(spec: dict[str, Any]) -> dict[str, Any]:
+    """The part of a deployment's spec its attempts read (kept whole, its command and hooks held ~1 KB each)."""
+    return {k: spec[k] for k in _SPEC_READ if k in spec}
+
+
 @dataclass(slots=True)  # (one per attempt: 100k at 1M events)
 class _Attempt:
     """What one attempt of a deployment has done so far, and its phase (a retry starts New, whatever before)."""
@@ -37,9 +46,9 @@ class _Attempt:
     cause: str  # the deployment's (a rollback's own failure calls for no other)
     phase: str | None = None
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # names the log introduced -> step data
-    succeeded: set[int] = field(default_factory=set)  # step indexes whose deployer exited 0
+    succeeded: frozenset[int] = frozenset()  # step indexes whose deployer exited 0
     tallies: dict[int, dict[str, int]] = field(default_factory=dict)
-    promoted: set[int] = field(default_factory=set)  # steps a human promoted past
+    promoted: frozenset[int] = frozenset()  # steps a human promoted past
     full: int | None = None  # the step a `promote --full` left from
 
     def verified(self, index: int) -> bool:
@@ -98,7 +107,7 @@ class StepAuditor:
             return
         key = (config, revision)
         if type_ == "Created":
-            self.attempts[key] = attempt = _Attempt(dict(data.get("spec") or {}), data.get("cause") or "")
+            self.attempts[key] = attempt = _Attempt(_read(data.get("spec") or {}), data.get("cause") or "")
         else:
             found = self.attempts.get(key)
             if found is None:
@@ -137,7 +146,7 @@ class StepAuditor:
             step = a.steps.get(data.get("name") or "", _NO_STEP)
             index = int(step.get("index", 1))
             if type_ == "DeployerSucceeded":
-                a.succeeded.add(index)
+                a.succeeded |= {index}
             elif step.get("kind") == DEPLOYER and index > 1 and not a.passed(index - 1):
                 self._flag(position, key, "I9", f"step {index} started before step {index - 1} passed")
         elif type_ == "MeasurementRecorded":
@@ -145,7 +154,7 @@ class StepAuditor:
             outcome = data.get("outcome", INCONCLUSIVE_OUTCOME)
             tally[outcome] = tally.get(outcome, 0) + 1
         elif type_ == "Promoted":
-            a.promoted.add(int(data.get("step", 1)))
+            a.promoted |= {int(data.get("step", 1))}
             if data.get("full"):
                 a.full = int(data.get("step", 1))
 
