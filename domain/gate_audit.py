@@ -26,7 +26,7 @@ class GateAuditor:
     def __init__(self) -> None:
         self.freezes: dict[str | None, dict[str, Any] | None] = {}  # config name (None: all) -> freeze
         self.needs: dict[tuple[str, int], bool] = {}
-        self.asked_by: dict[tuple[str, int], dict[str, Any]] = {}  # the metadata of the attempt's request
+        self.asked_by: dict[tuple[str, int], approval.Who] = {}
         self.modes: dict[tuple[str, int], approval.ApprovalIdentity] = {}
         self.approved: dict[tuple[str, int], str | None] = {}
         self.violations: list[Violation] = []
@@ -49,14 +49,14 @@ class GateAuditor:
             self.needs[key] = bool(spec.get("require_approval") if created else data.get("needs_approval"))
             source = spec if created else data
             self.modes[key] = approval.mode_of(source.get("approval_identity"))
-            self.asked_by[key] = data.get("meta") or {}  # made a Who only when it is read (a Who per attempt: 0.1 s)
+            self.asked_by[key] = approval.Who.of(data.get("meta") or {})
             self.approved[key] = None
         elif type_ == "Approved":
             self._approved(position, key, data.get("meta") or {}, data.get("attempt"))
 
     def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: Any) -> None:
         """The approval is held to the rule of its attempt's mode, from what the log records of both."""
-        approver, asked = approval.Who.of(meta), approval.Who.of(self.asked_by.get(key, {}))
+        approver, asked = approval.Who.of(meta), self.asked_by.get(key, approval.Who())
         self.approved[key] = approver.actor
         mode = self.modes.get(key, approval.DEFAULT)
         refused = approval.refusal(mode, asked, approver, f"revision {key[1]} attempt {attempt}")
@@ -67,7 +67,7 @@ class GateAuditor:
 
     def _claimed(self, position: int, key: tuple[str, int], at: str) -> None:
         if self.needs.get(key) and self.approved.get(key) is None:
-            asked = approval.Who.of(self.asked_by[key]).actor
+            asked = self.asked_by[key].actor
             self._flag(position, key, "G2", f"claimed without an approval (attempt asked for by {asked})")
         for scope, name in (("config", key[0]), ("all", None)):
             freeze = self.freezes.get(name)
