@@ -15,7 +15,7 @@ from rollouts.domain import approval
 from rollouts.domain.audit import Violation
 from rollouts.domain.freeze_rules import in_force
 
-# The event types this audit reads (what projections.audit_queries.gate_events selects).
+# The event types this audit reads (audit_rules.TYPES lists them for the readers of the log, audit_queries.rule_events).
 TYPES = ("Created", "RetryRequested", "Approved", "DeployerClaimed", "Frozen", "Unfrozen")
 GateEvent = tuple[int, str, str | None, int | None, str, dict[str, Any]]  # position, type, config, revision, time, data
 

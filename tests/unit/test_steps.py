@@ -3,12 +3,14 @@ the audit of I9 and I10, one test per guard: no database, no process."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from rollouts.domain import phases, rollout
+from rollouts.domain import phases, rollout, step_audit
 from rollouts.domain.audit import audit
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
@@ -407,3 +409,22 @@ def test_an_inconclusive_pause_promoted_into_the_steps_own_pause_names_two_pause
     log = Log()
     log.take(c, d)
     assert audit([(p, t, cfg, v, data) for p, t, cfg, v, data in log.events if v is not None]).violations == []
+
+
+def _of_spec(node: ast.expr) -> bool:
+    """Whether `node` is `spec` or `<something>.spec`."""
+    return isinstance(node, ast.Attribute) and node.attr == "spec" or isinstance(node, ast.Name) and node.id == "spec"
+
+
+def test_the_step_audit_keeps_every_key_of_a_spec_it_reads() -> None:
+    """An attempt keeps only the spec keys listed in _SPEC_READ: a read of another key would see it missing,
+    and I9 would be checked against defaults. Every key read from a spec in step_audit must be listed."""
+    read = set()
+    for node in ast.walk(ast.parse(inspect.getsource(step_audit))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            if _of_spec(node.func.value) and isinstance(node.args[0], ast.Constant):
+                read.add(node.args[0].value)
+        elif isinstance(node, ast.Subscript) and _of_spec(node.value) and isinstance(node.slice, ast.Constant):
+            read.add(node.slice.value)
+    assert read, "found no read of a spec: this test no longer sees how step_audit reads one"
+    assert read <= set(step_audit._SPEC_READ), f"read but not kept: {sorted(read - set(step_audit._SPEC_READ))}"
