@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -206,3 +207,27 @@ def test_a_single_pass_whose_append_the_store_refuses_fails_and_is_not_reported_
         runtime.close()
         app.close()
     assert "version 1 (attempt 1): New" in rollouts.sh("rollout", "status", "web").stdout
+
+
+def test_a_rebuild_whose_index_sorts_find_the_temp_disk_full_exits_5_and_the_views_stay(
+    rollouts: Rollouts, tmp_path: Path
+) -> None:
+    """A rebuild sorts its indexes in temp files (files.for_sorting; SQLite's sorter keeps up to 250 pages
+    in memory, 4 MB of the audit view's, so 100k events spill): with no room there it fails with one
+    line, exit 5, and leaves the views as they were; with room again it rebuilds."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    from generate import generate  # (bench/generate.py: users and a controller, through the domain)
+
+    from rollouts.adapters.home import Home
+
+    generate(Home(rollouts.home), 100_000, 20, 200, 3)
+    listed = ok(rollouts.sh("rollout", "history", "svc-001", "-o", "json")).stdout
+    with small_disk(tmp_path / "tmp", 64) as disk:
+        fill(disk)
+        failed = rollouts.sh("projections", "rebuild", env={"SQLITE_TMPDIR": str(disk)})
+        one_error_line(failed)
+        assert "full" in failed.stderr
+    assert ok(rollouts.sh("rollout", "history", "svc-001", "-o", "json")).stdout == listed
+    ok(rollouts.sh("projections", "rebuild"))
+    assert ok(rollouts.sh("rollout", "history", "svc-001", "-o", "json")).stdout == listed
+    assert json.loads(ok(rollouts.sh("audit", "-o", "json")).stdout)["ok"] is True
