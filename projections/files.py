@@ -94,7 +94,7 @@ def create_unjournaled(path: Path, page_size: int) -> sqlite_utils.Database:
         path.resolve().as_uri(), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
     pragmas = (f"page_size={int(page_size)}", "journal_mode=OFF", "synchronous=OFF", f"cache_size={BUILD_CACHE_KIB}")
-    for pragma in (*pragmas, "temp_store=FILE"):
+    for pragma in (*pragmas, "temp_store=FILE"):  # (temp files: where the index sorts spill, see for_sorting)
         conn.execute(f"PRAGMA {pragma}")
     import sqlite_utils  # start-up cost: only where a view is opened
 
@@ -104,10 +104,11 @@ def create_unjournaled(path: Path, page_size: int) -> sqlite_utils.Database:
 
 
 def for_sorting(db: sqlite_utils.Database) -> None:
-    """Set `db` (made by `create_unjournaled`, its rows in) to build indexes: SQLite's sorter spills to temp
-    files, and the page cache is small. The big cache and in-memory temp store that fill a file fast make
-    its sorts slow: the audit view's four indexes at 1M events took 4.4 s of CPU so, 1.9-2.1 s this way.
-    (A change of temp_store drops the connection's temp tables: call it once the folds are done.)"""
+    """Set `db` (made by `create_unjournaled`, its rows in) to build its indexes with SQLite's default page
+    cache. With the 256 MiB cache that fills a file fast, and the in-memory temp store it had, the audit
+    view's four indexes at 1M events took 4.4 s of CPU; with the default cache and the sorter spilling to
+    temp files, 1.9-2.1 s. The sorts need room in SQLite's temp folder (SQLITE_TMPDIR, TMPDIR, else
+    /var/tmp or /tmp): tens of MB at 1M events; without it a rebuild fails as on a full disk."""
     db.execute(f"PRAGMA cache_size={SORT_CACHE_KIB}")
 
 
