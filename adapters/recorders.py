@@ -30,6 +30,7 @@ from eventsourcing.sqlite import (
 from rollouts.adapters import chain
 from rollouts.adapters.backend import CHAIN_TABLE, LOG_TABLE
 from rollouts.adapters.failures import missing_table
+from rollouts.adapters.sql_lists import chunks, marks, padded, shape
 from rollouts.domain.errors import DomainError
 from rollouts.domain.ids import seal_id
 
@@ -41,6 +42,7 @@ CLAIM_TOPIC = "%.DeployerClaimed"
 # Events from which `log verify` walks the log in parts, a forked process each: a fork costs a few ms, a walk
 # about 3 us an event (20,045 events on two cores: 64 ms in one walk, 46 in two parts; read + hashlib 37)
 PARALLEL_FROM = 10_000
+WANTED_MOST = 256  # streams in one events_after statement (rows of VALUES: SQLite's compound limit is 500)
 _MMAP_BYTES = 1 << 30  # a long read's connection maps up to this much of the file
 STATEMENTS = 128  # prepared statements each connection of the log keeps (sqlite3's default)
 
@@ -343,13 +345,13 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     def events_of(self, streams: Sequence[UUID], until: int) -> list[Row]:
         """The events of `streams` at or before position `until` (an index lookup per stream)."""
         found: list[Row] = []
-        for i in range(0, len(streams), 500):
-            chunk = [s.hex for s in streams[i : i + 500]]
+        for chunk in chunks([s.hex for s in streams]):
+            ids = padded(chunk)
             sql = (
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name}"
-                f" WHERE originator_id IN ({','.join('?' * len(chunk))}) AND rowid <= ?"
+                f" WHERE originator_id IN ({marks(len(ids))}) AND rowid <= ?"
             )
-            found += [Row(*r) for r in self._query(sql, (*chunk, until))]
+            found += [Row(*r) for r in self._query(sql, (*ids, until))]
         return found
 
     def events_after(
@@ -357,17 +359,18 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     ) -> tuple[list[StoredEvent], list[StoredEvent]]:
         """As the PostgreSQL recorder's: the events of each stream after the version given, or, given
         None, the stream's last snapshot (in the table of recorder `snapshots`, in this file) and the
-        events after it; one statement per 400 streams, not one (and a transaction) per stream."""
+        events after it; one statement per WANTED_MOST streams, not one (and a transaction) per stream."""
         if snapshots is not None and snapshots.datastore is not self.datastore:
             raise ValueError("the snapshots are not in this log's file")  # the library's factory puts them there
         if len(wanted) == 1:
             return self._events_after_one(*wanted[0], None if snapshots is None else snapshots.events_table_name)
         events: list[StoredEvent] = []
         found: list[StoredEvent] = []
-        for i in range(0, len(wanted), 400):
-            chunk = wanted[i : i + 400]
-            sql = self._events_after_sql(len(chunk), None if snapshots is None else snapshots.events_table_name)
+        for chunk in chunks(wanted, WANTED_MOST):
+            # (rows of no stream fill `w` to its shape: a NULL id joins nothing)
+            sql = self._events_after_sql(shape(len(chunk)), None if snapshots is None else snapshots.events_table_name)
             params = [p for stream, version in chunk for p in (stream.hex, version)]
+            params += [None, None] * (shape(len(chunk)) - len(chunk))
             with self.datastore.transaction(commit=False) as c:  # a missing table is an error here, not "none"
                 c.execute(sql, params)
                 rows = c.fetchall()
@@ -433,15 +436,15 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         creates read their claims at once, not one statement (and one transaction) each."""
         found: dict[UUID, tuple[int, str | None]] = {}
         unique = [s.hex for s in dict.fromkeys(streams)]
-        for i in range(0, len(unique), 500):
-            chunk = unique[i : i + 500]
+        for chunk in chunks(unique):
+            ids = padded(chunk)
             # SQLite gives the bare columns of the row that holds the one max() (its latest claim).
             sql = (
                 f"SELECT e.originator_id, e.rowid, h.hash, MAX(e.originator_version) FROM {self.events_table_name} e"
                 f" LEFT JOIN {CHAIN_TABLE} h ON h.position = e.rowid"
-                f" WHERE e.originator_id IN ({','.join('?' * len(chunk))}) AND e.topic LIKE ? GROUP BY e.originator_id"
+                f" WHERE e.originator_id IN ({marks(len(ids))}) AND e.topic LIKE ? GROUP BY e.originator_id"
             )
-            for stream, position, digest, _ in self._query(sql, (*chunk, CLAIM_TOPIC)):
+            for stream, position, digest, _ in self._query(sql, (*ids, CLAIM_TOPIC)):
                 found[UUID(str(stream))] = (position, digest)
         return found
 

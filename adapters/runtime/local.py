@@ -20,6 +20,7 @@ from rollouts.adapters.runtime.interpreter import module_argv
 from rollouts.adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
 from rollouts.adapters.runtime.shim import begin_immediate, connect, utc_now, writing
 from rollouts.adapters.runtime.stopping import ACTIVE, Stopping
+from rollouts.adapters.sql_lists import chunks, marks, padded, shape
 
 # The port's names, importable from here too.
 __all__ = ["UNKNOWN_CLAIM", "DeployerExists", "LocalRuntime", "NoSuchDeployer", "Observed"]
@@ -291,11 +292,15 @@ class LocalRuntime(Stopping):
             return db.execute("UPDATE deployers SET claim = ? WHERE claim IS NULL", (UNKNOWN_CLAIM,)).rowcount
 
     def list(self, *, include_pruned: bool = False, configs: Collection[str] | None = None) -> list[Observed]:
-        where = [] if include_pruned else ["pruned = 0"]
-        names = sorted(set(configs)) if configs is not None else []
-        if configs is not None:  # a pass's ended configs: their rows only, not the whole table made into rows
-            where.append(f"config IN ({','.join('?' * len(names))})")
-        return self._select(f" WHERE {' AND '.join(where)}" if where else "", tuple(names))
+        where = " WHERE pruned = 0" if not include_pruned else ""
+        if configs is None:
+            return self._select(where, ())
+        # A pass's ended configs: their rows only, not the whole table made into rows.
+        found = []
+        for chunk in chunks(sorted(set(configs))):
+            names = padded(chunk)
+            found += self._select(f"{where or ' WHERE 1'} AND config IN ({marks(len(names))})", tuple(names))
+        return found
 
     def active(self) -> list[Observed]:
         """Rows in state created or running (served by the index on state)."""
@@ -334,10 +339,10 @@ class LocalRuntime(Stopping):
         after = self.active()
         still = {o.name for o in after}
         ended = [row["name"] for row in before if row["name"] not in still]
-        return after + [o for i in range(0, len(ended), 500) for o in self._named(ended[i : i + 500])]
+        return after + [o for chunk in chunks(ended) for o in self._named(chunk)]
 
     def _named(self, names: Sequence[str]) -> list[Observed]:
-        return self._select(f" WHERE name IN ({','.join('?' * len(names))})", tuple(names)) if names else []
+        return self._select(f" WHERE name IN ({marks(shape(len(names)))})", tuple(padded(names))) if names else []
 
     def _refresh(self, row: sqlite3.Row) -> None:
         """Mark lost the active row (as read by this observe) whose shim, or creator before any shim, is dead."""

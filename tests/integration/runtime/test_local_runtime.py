@@ -314,6 +314,10 @@ def test_the_rows_of_some_configs_are_theirs_alone_pruned_ones_left_out_unless_a
     assert names == {"web-1-deploy-1", "db-1-deploy-1"}
     assert runtime.list(configs=[]) == []
     assert len(runtime.list()) == 2
+    # lists of any length (sent in few statement shapes: adapters/sql_lists), each row once
+    assert sorted(r.name for r in runtime.list(configs={"app", "web", "db"})) == ["app-1-deploy-1", "db-1-deploy-1"]
+    many = [f"other-{i}" for i in range(700)] + ["db"]
+    assert [r.name for r in runtime.list(configs=many, include_pruned=True)] == ["db-1-deploy-1"]
 
 
 def test_two_threads_racing_to_create_one_name_spawn_it_once(
