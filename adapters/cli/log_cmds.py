@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -240,7 +241,7 @@ def export(state: State, after: int, until: int | None, seal: bool, reason: str 
     for flag, position in (("--after", after), ("--until", until)):
         if position is not None and position > head:
             raise click.BadParameter(f"position {position} is beyond the head of the log ({head})", param_hint=flag)
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer  # (click.get_binary_stream is deprecated)
     with _progress(min(head, until or head) - after, "exporting") as step:
         for line in export_lines(recorder, after, until):
             out.write(line)
