@@ -368,9 +368,10 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         found: list[StoredEvent] = []
         for chunk in chunks(wanted, WANTED_MOST):
             # (rows of no stream fill `w` to its shape: a NULL id joins nothing)
-            sql = self._events_after_sql(shape(len(chunk)), None if snapshots is None else snapshots.events_table_name)
+            rows = shape(len(chunk))
+            sql = self._events_after_sql(rows, None if snapshots is None else snapshots.events_table_name)
             params = [p for stream, version in chunk for p in (stream.hex, version)]
-            params += [None, None] * (shape(len(chunk)) - len(chunk))
+            params += [None, None] * (rows - len(chunk))
             with self.datastore.transaction(commit=False) as c:  # a missing table is an error here, not "none"
                 c.execute(sql, params)
                 rows = c.fetchall()

@@ -20,7 +20,7 @@ from rollouts.adapters.runtime.interpreter import module_argv
 from rollouts.adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
 from rollouts.adapters.runtime.shim import begin_immediate, connect, utc_now, writing
 from rollouts.adapters.runtime.stopping import ACTIVE, Stopping
-from rollouts.adapters.sql_lists import chunks, marks, padded, shape
+from rollouts.adapters.sql_lists import chunks, marks, padded
 
 # The port's names, importable from here too.
 __all__ = ["UNKNOWN_CLAIM", "DeployerExists", "LocalRuntime", "NoSuchDeployer", "Observed"]
@@ -342,7 +342,10 @@ class LocalRuntime(Stopping):
         return after + [o for chunk in chunks(ended) for o in self._named(chunk)]
 
     def _named(self, names: Sequence[str]) -> list[Observed]:
-        return self._select(f" WHERE name IN ({marks(shape(len(names)))})", tuple(padded(names))) if names else []
+        if not names:
+            return []
+        sent = padded(names)
+        return self._select(f" WHERE name IN ({marks(len(sent))})", tuple(sent))
 
     def _refresh(self, row: sqlite3.Row) -> None:
         """Mark lost the active row (as read by this observe) whose shim, or creator before any shim, is dead."""
