@@ -117,7 +117,12 @@ class StatementCachingPool(SQLiteConnectionPool):
     """The library's pool, whose connections keep their prepared statements: the library asks sqlite3
     for `cached_statements=True`, a cache of one, so every other statement was prepared again on each
     use (a load's snapshot-and-events statement took ~0.4 ms to prepare, ~0.02 ms to run). Otherwise the
-    library's connection, as eventsourcing 9.5 makes it: WAL mode, rows by name."""
+    library's connection, as eventsourcing 9.5 makes it: WAL mode, rows by name; with `cache_kib`, each
+    connection caches at most that many KiB of the file's pages (a long-lived controller's)."""
+
+    def __init__(self, *args: Any, cache_kib: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cache_kib = cache_kib
 
     def _create_connection(self) -> SQLiteConnection:
         try:
@@ -138,15 +143,21 @@ class StatementCachingPool(SQLiteConnectionPool):
                 cursor.execute("PRAGMA journal_mode=WAL;")
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
+        if self.cache_kib is not None:
+            c.execute(f"PRAGMA cache_size = -{int(self.cache_kib)}")
         c.row_factory = sqlite3.Row
         return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
 
 
 class SQLiteStoreFactory(SQLiteFactory):
-    """The library's SQLite factory (the backend's PERSISTENCE_MODULE), its datastore on a StatementCachingPool."""
+    """The library's SQLite factory (the backend's PERSISTENCE_MODULE), its datastore on a StatementCachingPool
+    (its connections' page caches bounded by the setting SQLITE_CACHE_KIB, when given)."""
+
+    SQLITE_CACHE_KIB = "SQLITE_CACHE_KIB"
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
+        cache_kib = self.env.get(self.SQLITE_CACHE_KIB)
         given = self.datastore.pool  # nothing opened yet: replaced by one of the same settings
         self.datastore.pool = StatementCachingPool(
             db_name=given.db_name,
@@ -156,6 +167,7 @@ class SQLiteStoreFactory(SQLiteFactory):
             pool_timeout=given.pool_timeout,
             max_age=given.max_age,
             pre_ping=given.pre_ping,
+            cache_kib=int(cache_kib) if cache_kib else None,
         )
 
 

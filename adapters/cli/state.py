@@ -36,7 +36,7 @@ class State:
         self.services = bootstrap(Home(home, warn=self.warn), store)
         self.scratch: Path | None = None  # a read command's stand-in for a missing home
         self.actor = actor
-        self.cache_kib: int | None = None  # per projection connection, for a long-lived process
+        self.cache_kib: int | None = None  # per connection to the views and the SQLite log, for a long-lived process
         self.autocheckpoint = True  # False: the views' commits leave their WAL to the caller (serve's thread)
         self._recorded: tuple[str | None, int, str | None] | None = None  # what check_log last wrote to the binding
         self._no_log: bool | None = None
@@ -110,7 +110,10 @@ class State:
         if self._app is None:
             self.home.ensure()  # first: a home that cannot be one (a file, another account's) is one error line
             self.refuse_making_a_log()
-            app = self.services.open_app()
+            # (a long-lived process bounds the log connections' page caches as the views')
+            app = self.services.open_app(
+                **({} if self.cache_kib is None else {"SQLITE_CACHE_KIB": str(self.cache_kib)})
+            )
             problem = None if self.accept_any_log else self.log_problem(app.recorder)
             if problem is not None:
                 app.close()

@@ -22,6 +22,12 @@ def test_the_controller_bounds_the_page_cache_of_each_connection_it_keeps(
             for name in ("desired", "history", "audit"):
                 caches[name] = projections.db(name).execute("PRAGMA cache_size").fetchone()[0]
             caches["runtime"] = runtime._db.execute("PRAGMA cache_size").fetchone()[0]
+            with app.recorder.datastore.get_connection(
+                commit=False
+            ) as conn:  # the log's (a pool's: every one it makes)
+                cursor = conn.cursor()
+                cursor.execute("PRAGMA cache_size")
+                caches["log"] = cursor.fetchone()[0]
 
         def run(self, **kwargs: Any) -> int:
             return 0
@@ -29,4 +35,4 @@ def test_the_controller_bounds_the_page_cache_of_each_connection_it_keeps(
     monkeypatch.setattr(controller_cmds, "Controller", Probe)
     result = rollouts.run("controller", "run", "--once")
     assert result.exit_code == 0, result.stderr
-    assert caches == dict.fromkeys(("desired", "history", "audit", "runtime"), -SQLITE_CACHE_KIB)
+    assert caches == dict.fromkeys(("desired", "history", "audit", "runtime", "log"), -SQLITE_CACHE_KIB)
