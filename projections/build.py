@@ -122,10 +122,8 @@ def _build(
                 db.execute("BEGIN")
             at = fold_all(reader or source, folds, head, batch, progress)
         for name, statements in deferred.items():
-            if statements and indexes:
-                files.for_sorting(dbs[name])
-            for statement in statements if indexes else ():
-                dbs[name].execute(statement)
+            if indexes:
+                files.make_indexes(dbs[name], statements, name, paths[name])
         for p in projections:
             files.track(dbs[p.name], p.name, Tracked(p.version, at, log_id))
             dbs[p.name].execute("COMMIT")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -26,6 +27,7 @@ TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version 
 BUSY_TIMEOUT_S = 120.0
 BUILD_CACHE_KIB = -256 * 1024  # negative: in KiB
 SORT_CACHE_KIB = -2000  # SQLite's default (see for_sorting)
+SQLITE_FULL = 13  # the primary result code of "database or disk is full"
 BUILD_LOCK = "build.lock"  # lock 2's file (see projections.locks): never a view, never removed
 
 _builds_held: dict[tuple[Path, int], int] = {}  # (folder, thread) holding a build lock, and how deep
@@ -110,6 +112,32 @@ def for_sorting(db: sqlite_utils.Database) -> None:
     temp files, 1.9-2.1 s. The sorts need room in SQLite's temp folder (SQLITE_TMPDIR, TMPDIR, else
     /var/tmp or /tmp): tens of MB at 1M events; without it a rebuild fails as on a full disk."""
     db.execute(f"PRAGMA cache_size={SORT_CACHE_KIB}")
+
+
+def make_indexes(db: sqlite_utils.Database, statements: list[str], name: str, path: Path) -> None:
+    """Run `statements` (CREATE INDEX) on `db`, view `name`'s file at `path`, set for sorting. Where a sort
+    finds no room, the error names both places it may have lacked: SQLite's temp folder and the file's."""
+    if not statements:
+        return
+    for_sorting(db)
+    try:
+        for statement in statements:
+            db.execute(statement)
+    except sqlite3.Error as error:
+        if (getattr(error, "sqlite_errorcode", 0) or 0) & 0xFF != SQLITE_FULL:
+            raise
+        temp = sorting_folder()
+        why = f"no room to sort the {name} view's indexes: in SQLite's temp folder {temp} or in {path.parent}"
+        raise OSError(errno.ENOSPC, why) from error
+
+
+def sorting_folder() -> str:
+    """The folder SQLite's sorts spill to: the first writable one of SQLITE_TMPDIR, TMPDIR, /var/tmp,
+    /usr/tmp and /tmp (its unix VFS's order), else the current folder."""
+    for folder in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"), "/var/tmp", "/usr/tmp", "/tmp"):
+        if folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    return "."
 
 
 def seal(db: sqlite_utils.Database, path: Path) -> None:
