@@ -20,6 +20,7 @@ from rollouts.adapters.bootstrap import bootstrap
 from rollouts.adapters.home import DEFAULT_HOME
 from rollouts.adapters.leases import TABLE as LEASES
 from rollouts.adapters.leases import lease_seconds
+from rollouts.adapters.store_url import parse_store
 from rollouts.domain.errors import StoreProblem, UsageError
 from rollouts.domain.fencing import Verdict, claim_verdict
 from rollouts.domain.log_writers import writer_of
@@ -108,9 +109,10 @@ def answer(claim: str | None, output: str) -> int:
     if not claim:
         return _error("give CLAIM (LOG_ID:POSITION) or run where ROLLOUT_CLAIM is set (in a deployer)", 2)
     home = os.environ.get("ROLLOUT_HOME") or os.environ.get("ROLLOUTS_HOME") or DEFAULT_HOME
-    store = os.environ.get("ROLLOUT_STORE") or os.environ.get("ROLLOUTS_STORE") or None
+    variable = "ROLLOUT_STORE" if os.environ.get("ROLLOUT_STORE") else "ROLLOUTS_STORE"
+    store = os.environ.get(variable) or None
     try:
-        verdict = check(bootstrap(home, store).backend, claim)
+        verdict = check(bootstrap(home, parse_store(store, given_as=variable)).backend, claim)
     except UsageError as error:
         return _error(str(error), 2)
     except StoreProblem as error:

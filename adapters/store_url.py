@@ -82,27 +82,28 @@ class PostgresURL:
 StoreURL = SQLiteInHome | PostgresURL
 
 
-def parse_store(url: str | None) -> StoreURL:
-    """The store `--store URL` names (None or empty: the SQLite file in the home); BadStoreURL otherwise."""
+def parse_store(url: str | None, given_as: str = "--store") -> StoreURL:
+    """The store `--store URL` names (None or empty: the SQLite file in the home); BadStoreURL otherwise,
+    its message naming the URL as `given_as` (the option, or the variable it was read from)."""
     if not url:
         return SQLiteInHome()
     try:
         parts = urlsplit(url)
         port = parts.port or 5432
     except ValueError:
-        raise BadStoreURL("--store: not a valid URL") from None
+        raise BadStoreURL(f"{given_as}: not a valid URL") from None
     if parts.scheme not in ("postgresql", "postgres"):
         raise BadStoreURL(
-            "--store: expected postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME]"
+            f"{given_as}: expected postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME]"
             " (leave it unset for the SQLite file in the home)"
         )
     dbname = parts.path.lstrip("/")
     if not parts.username or not parts.hostname or not dbname:
-        raise BadStoreURL("--store: a PostgreSQL URL needs a user, a host and a database")
+        raise BadStoreURL(f"{given_as}: a PostgreSQL URL needs a user, a host and a database")
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((value for name, value in query if name == "schema"), "")
     if schema and not schema.replace("_", "a").isalnum():
-        raise BadStoreURL("--store: schema must be letters, digits and '_'")
+        raise BadStoreURL(f"{given_as}: schema must be letters, digits and '_'")
     return PostgresURL(
         user=unquote(parts.username),
         password=unquote(parts.password or ""),
@@ -110,24 +111,24 @@ def parse_store(url: str | None) -> StoreURL:
         port=port,
         dbname=unquote(dbname),
         schema=schema.lower(),
-        libpq=_libpq(query),
+        libpq=_libpq(query, given_as),
     )
 
 
-def _libpq(query: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+def _libpq(query: list[tuple[str, str]], given_as: str) -> tuple[tuple[str, str], ...]:
     """The URL's parameters but `schema`: libpq's own (LIBPQ), each once; BadStoreURL names any other."""
     found: dict[str, str] = {}
     for name, value in query:
         if name == "schema":
             continue
         if name not in LIBPQ:
-            raise BadStoreURL(f"--store: unknown parameter {name!r} (schema, or libpq's own: {', '.join(LIBPQ)})")
+            raise BadStoreURL(f"{given_as}: unknown parameter {name!r} (schema, or libpq's own: {', '.join(LIBPQ)})")
         if name in found:
-            raise BadStoreURL(f"--store: parameter {name!r} is given twice")
+            raise BadStoreURL(f"{given_as}: parameter {name!r} is given twice")
         if name in CHOICES and value not in CHOICES[name]:
-            raise BadStoreURL(f"--store: {name}={value!r}: expected one of {', '.join(CHOICES[name])}")
+            raise BadStoreURL(f"{given_as}: {name}={value!r}: expected one of {', '.join(CHOICES[name])}")
         if name == "connect_timeout" and not (value.isascii() and value.isdigit()):
-            raise BadStoreURL(f"--store: connect_timeout={value!r}: expected a number of seconds (ASCII digits)")
+            raise BadStoreURL(f"{given_as}: connect_timeout={value!r}: expected a number of seconds (ASCII digits)")
         found[name] = value
     return tuple(found.items())
 

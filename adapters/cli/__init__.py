@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from rollouts.adapters import settings
 from rollouts.adapters.cli.errors import crash_home, run
 from rollouts.adapters.cli.lazy import LazyGroup
 from rollouts.adapters.home import DEFAULT_HOME
+from rollouts.adapters.store_url import parse_store
 
 # command -> (module, attribute, one-line help); modules import lazily so --help stays fast.
 COMMANDS = {
@@ -85,8 +87,13 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
     )
 
     settings.check()  # a bad ROLLOUTS_* value is a usage error before anything opens
+    from_env = {name for name in ("home", "store") if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT}
     if not home.strip():  # Path("") is the current directory: a log would be made wherever one stands
+        if "home" in from_env:
+            raise settings.BadSetting(f"ROLLOUTS_HOME={home!r}: is empty: give a directory (or leave it unset)")
         raise click.BadParameter("is empty: give a directory (or leave it unset for .rollouts)", param_hint="'--home'")
+    if "store" in from_env:  # a bad URL names the variable it came from, as any setting's does
+        parse_store(store, given_as="ROLLOUTS_STORE")
     crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
     ctx.obj = State(home=home, store=store, actor=actor or default_actor())
     ctx.call_on_close(ctx.obj.close)

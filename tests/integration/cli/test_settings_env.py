@@ -42,3 +42,27 @@ def test_each_bad_value_is_refused(rollouts: Rollouts, monkeypatch: pytest.Monke
 def test_a_good_setting_is_taken(rollouts: Rollouts, monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv(name, value)
     assert rollouts.run("config", "create", "web", "--", "true").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ROLLOUTS_STORE", "sqlite:///tmp/events.db"),
+        ("ROLLOUTS_STORE", "postgresql://u@127.0.0.1/db?sslmod=require"),
+        ("ROLLOUTS_HOME", "   "),
+    ],
+)
+def test_a_bad_home_or_store_from_the_environment_names_the_variable(rollouts: Rollouts, name: str, value: str) -> None:
+    """The options' own variables are settings too: the error says which variable to fix, not an
+    option the user never typed."""
+    result = rollouts.sh("config", "list", env={name: value})
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith(f"error: {name}") and result.stderr.count("\n") == 1, result.stderr
+    assert "--store" not in result.stderr and "--home" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", ["ROLLOUTS_STORE", "ROLLOUT_STORE"])
+def test_claim_check_names_the_variable_its_bad_store_came_from(rollouts: Rollouts, name: str) -> None:
+    result = rollouts.sh("claim", "check", f"{'0' * 32}:1", env={name: "mysql://x@h/db"})
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith(f"error: {name}: ") and result.stderr.count("\n") == 1, result.stderr

@@ -67,7 +67,7 @@ def test_a_parameter_libpq_would_refuse_is_a_usage_error_naming_it(
     """libpq's own refusal came as a store that cannot be used (exit 5), after the home was made."""
     result = rollouts.sh("config", "list", env={"ROLLOUTS_STORE": postgres_url + extra})
     assert result.exit_code == 2, result
-    assert result.stderr.startswith("error: --store: ") and named in result.stderr, result.stderr
+    assert result.stderr.startswith("error: ROLLOUTS_STORE: ") and named in result.stderr, result.stderr
     assert not rollouts.home.exists()
 
 
