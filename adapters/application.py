@@ -416,10 +416,10 @@ class RolloutsApp(Application[UUID]):
 
         def decision() -> Decision[tuple[int, int]]:
             config = self.config(name)
-            if config.latest_revision == 0:
-                raise NotFound(f"config {name!r} has no rollout yet")
             if revision is not None and not 1 <= revision <= config.latest_revision:
                 raise NotFound(f"config {name!r} has no revision {revision}")
+            if config.latest_revision == 0:  # nothing waits for an approval: refused, as when none does (7.4)
+                raise DomainError(f"config {name} has nothing waiting for an approval: it has no rollout yet")
             deployment = self.deployment(config, revision or config.latest_revision)
             deployment.approve(meta)
             return [deployment], (deployment.revision, deployment.attempt)

@@ -48,6 +48,17 @@ def test_approving_what_needs_no_approval_or_is_not_waiting_is_refused(approving
     assert approving.event_count() == before
 
 
+def test_approving_a_config_that_never_rolled_out_is_refused_as_nothing_waiting(rollouts: Rollouts) -> None:
+    """DESIGN 7.4: nothing waiting for approval is exit 1, as for a config whose rollouts are all approved;
+    a --revision it does not have is still exit 4. Run as the user runs it."""
+    assert rollouts.sh("config", "create", "web", "--require-approval", "--", "true").exit_code == 0
+    before = rollouts.event_count()
+    assert_refused(rollouts.sh("--as", "bob", "rollout", "approve", "web"), REFUSED, "nothing waiting for an approval")
+    missing = rollouts.sh("--as", "bob", "rollout", "approve", "web", "--revision", "1")
+    assert_refused(missing, 4, "has no revision 1")
+    assert rollouts.event_count() == before
+
+
 def test_status_history_and_show_say_who_approved_and_who_froze_why_until_when(approving: Rollouts) -> None:
     status = approving.run("rollout", "status", "web")
     assert status.stdout == "web version 1 (attempt 1): New; waiting for approval (rollout approve, by another actor)\n"
