@@ -28,6 +28,10 @@ class HomeBoundElsewhere(StoreUnavailable):
     """The home was made from another log, or from this log when it was longer (the CLI exits 5)."""
 
 
+class UnreadableBinding(HomeBoundElsewhere):
+    """binding.json cannot be read: what log the home follows is unknown until `home rebind` (exit 5)."""
+
+
 @dataclass(frozen=True)
 class Binding:
     log_id: str | None
@@ -85,7 +89,7 @@ def load(runtime: Path) -> Binding | None:
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as error:
-        raise HomeBoundElsewhere(
+        raise UnreadableBinding(
             f"{path_in(runtime)} is unreadable ({error}); run 'rollouts home rebind' to bind the home again"
         ) from None
 

@@ -55,8 +55,12 @@ def rebind(state: State, dry_run: bool, yes: bool) -> None:
     """
 
     state.accept_any_log = True
-    old = binding.load(state.home.runtime)
-    was = f"log {old.log_id} seen up to position {old.seen}" if old else "no log"
+    try:
+        old = binding.load(state.home.runtime)
+    except binding.UnreadableBinding:  # the error that sends the user here must not stop them here too
+        old, was = None, "an unreadable binding"
+    else:
+        was = f"log {old.log_id} seen up to position {old.seen}" if old else "no log"
     foreign = _foreign(state)
     if dry_run:
         _tell_plan(state, foreign, was)

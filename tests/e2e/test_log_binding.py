@@ -209,3 +209,17 @@ def test_rebind_stops_a_deployer_that_runs_for_a_history_that_is_gone(rollouts: 
     assert states["api-1-deploy-1"] in ("created", "running")  # still this log's: left alone
     assert rollouts.sh("rollout", "cancel", "api").exit_code == 0
     assert rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+
+
+def test_an_unreadable_binding_is_repaired_by_the_rebind_its_error_points_to(rollouts: Rollouts) -> None:
+    """The refusal says "run 'rollouts home rebind'"; that command must then work, not refuse the same way."""
+    assert rollouts.sh("config", "create", "web", "--", "true").exit_code == 0
+    (rollouts.home / "runtime" / "binding.json").write_text("garbage")
+    refused = rollouts.sh("rollout", "latest", "web")
+    assert refused.exit_code == 5 and "home rebind" in refused.stderr, refused
+    planned = rollouts.sh("home", "rebind", "--dry-run")
+    assert planned.exit_code == 0 and "was an unreadable binding" in planned.stdout, planned
+    rebound = rollouts.sh("home", "rebind")
+    assert rebound.exit_code == 0 and "was an unreadable binding" in rebound.stdout, rebound
+    assert rollouts.sh("rollout", "latest", "web").stdout == "1\n"
+    assert rollouts.sh("audit").exit_code == 0
