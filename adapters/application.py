@@ -245,7 +245,7 @@ class RolloutsApp(Application[UUID]):
         def decision() -> Decision[tuple[int, int]]:
             config = self.config(name)
             source = self._undo_source(config, to_revision)
-            config.check_can_roll_out()
+            config.check_can_roll_out(supersedable=False)  # undo has no --supersede to offer
             spec = {**config.spec, **source.typed_spec().rollout_part()}
             config.change_spec(config_spec_of(spec).to_data(), meta)  # as a spec is stored
             cause = f"rollback to {source.revision}"

@@ -38,15 +38,14 @@ class DeploymentConfig(Aggregate):
 
     # -- rules ---------------------------------------------------------------
 
-    def check_can_roll_out(self, supersede: bool = False) -> None:
-        """Refuse a new revision while paused, or while one is open (unless superseding)."""
+    def check_can_roll_out(self, supersede: bool = False, supersedable: bool = True) -> None:
+        """Refuse a new revision while paused, or while one is open (unless superseding); the refusal
+        offers --supersede only to a command that has it (`supersedable`: latest has, undo has not)."""
         if self.paused:
             raise DomainError(f"config {self.name} is paused: resume it first")
         if self.open_revisions and not supersede:
-            raise DomainError(
-                f"config {self.name} has revision {self.open_revisions[-1]} in progress: "
-                "cancel it, wait for it, or use --supersede"
-            )
+            ways = "cancel it, wait for it, or use --supersede" if supersedable else "cancel it or wait for it"
+            raise DomainError(f"config {self.name} has revision {self.open_revisions[-1]} in progress: {ways}")
 
     def check_can_claim(self, revision: int) -> None:
         if self.slot is not None:

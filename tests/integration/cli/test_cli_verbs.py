@@ -93,6 +93,18 @@ def test_a_refused_verb_exits_1_with_one_error_line_and_appends_nothing(
     assert rollouts.event_count() == before
 
 
+@pytest.mark.parametrize("verb", [["latest"], ["undo", "--to-revision", "1"]])
+def test_a_refusal_offers_only_options_its_own_command_has(rollouts: Rollouts, verb: list[str]) -> None:
+    """`undo` is refused as `latest` is, but has no --supersede: its error must not tell the user to use it."""
+    ok(rollouts.sh("config", "create", "web", "--", "true"))
+    ok(rollouts.sh("rollout", "latest", "web"))
+    refused = rollouts.sh("rollout", *verb, "web")
+    assert refused.exit_code == 1 and "in progress" in refused.stderr, refused
+    offered = set(re.findall(r"--[a-z][a-z-]*", refused.stderr))
+    own = ok(rollouts.sh("rollout", verb[0], "--help")).stdout
+    assert {option for option in offered if option not in own} == set(), refused.stderr
+
+
 @pytest.mark.slow  # real processes
 def test_a_reason_of_several_lines_cannot_pass_for_more_fields_of_a_detail_or_status_line(rollouts: Rollouts) -> None:
     created(rollouts)
