@@ -63,7 +63,12 @@ def step_options() -> list[Callable[[F], F]]:
     """The options of DESIGN 7.6: steps, verification, automatic rollback."""
     return [
         click.option("--steps", type=Weights(), help="Roll out in steps of these weights (the last 100; '' removes)."),
-        click.option("--step-pause", type=Pause(), help="Between steps: wait SECONDS, or manual (`rollout promote`)."),
+        click.option(
+            "--step-pause",
+            type=Pause(),
+            metavar=Pause.name,  # click would print the type's name upper-cased: MANUAL, which is refused
+            help="Between steps: wait SECONDS, or manual (`rollout promote`).",
+        ),
         click.option("--verify", metavar="'CMD ARGS'", help="Measure each step with CMD (exit 0 passed, 1 failed)."),
         click.option("--verify-count", type=Whole(1, 1000), help="Measurements per step (default 3)."),
         click.option("--verify-interval", type=Whole(0, DAY), metavar="SECONDS", help="Between measurements (10)."),

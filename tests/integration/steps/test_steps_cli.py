@@ -47,3 +47,10 @@ def test_abort_of_a_new_deployment_fails_it_at_once_and_rolls_back(rollouts: Rol
     rows = json.loads(rollouts.run("rollout", "history", "web", "-o", "json").stdout)
     assert [(r["phase"], r["reason"]) for r in rows] == [("Failed", "aborted: wrong build")]  # nothing Complete before
     assert rollouts.run("audit").exit_code == 0
+
+
+def test_the_help_spells_step_pause_as_it_is_accepted(rollouts: Rollouts) -> None:
+    """`--step-pause SECONDS|manual` (DESIGN 7.6): the help once showed SECONDS|MANUAL, a value refused."""
+    for verb in ("create", "set"):
+        shown = rollouts.sh("config", verb, "--help").stdout
+        assert "--step-pause SECONDS|manual" in shown and "MANUAL" not in shown, shown
