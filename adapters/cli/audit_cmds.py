@@ -27,7 +27,9 @@ EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type"
 @click.argument("name", required=False, callback=valid_name, shell_complete=completion.configs)
 @click.option("--revision", type=REVISION, help="Only events about this version (needs NAME).")
 @click.option("--type", "type_", help="Only events of this type, e.g. DeployerClaimed.")
-@click.option("--since", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset).")
+@click.option(
+    "--since", metavar="ISO", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset)."
+)
 @click.option("--actor", help="Only events caused by this actor.")
 @click.option("--after", type=POSITION, help="Only events after this position (paging).")
 @click.option("--until", type=POSITION, help="Only events up to this position.")

@@ -368,6 +368,22 @@ def test_every_command_help_exits_0_with_an_example(rollouts: Rollouts, path: tu
     assert "Example:" in result.stdout
 
 
+def test_every_option_taking_a_time_shows_iso_as_its_value() -> None:
+    """The contract writes `--since ISO`, `--until ISO`: a help line `--since TEXT` hid what it takes."""
+    ctx = click.Context(cli)
+    shown = {}
+    for path in command_paths():
+        command: click.Command | None = cli
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.get_command(ctx, name)
+        assert command is not None
+        for param in command.params:
+            if isinstance(param, click.Option) and "ISO time" in (param.help or ""):
+                shown[" ".join((*path, param.opts[0]))] = param.make_metavar(ctx)
+    assert shown and {where: metavar for where, metavar in shown.items() if "ISO" not in metavar} == {}, shown
+
+
 def test_the_module_entry_point_prints_help(rollouts: Rollouts) -> None:
     result = ok(rollouts.sh("--help"))
     assert "Example:" in result.stdout and "rollout" in result.stdout
