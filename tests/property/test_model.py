@@ -839,8 +839,10 @@ class RolloutModel(RuleBasedStateMachine):
         def model() -> tuple[str | None, Callable[[Any], None]]:
             facts = self._facts(name)
             target = revision or facts.latest
-            if not facts.exists or facts.latest == 0 or not 1 <= target <= facts.latest:
+            if not facts.exists or (revision is not None and not 1 <= revision <= facts.latest):
                 return "notfound", lambda _: None
+            if facts.latest == 0:  # no rollout yet: nothing waits for an approval (DESIGN 7.4, exit 1)
+                return "refused", lambda _: None
             row = self._deployment(name, target)
             waiting = row["needs_approval"] and row["approved_by"] is None and row["phase"] == phases.NEW
             expect = None if waiting and approver != USER else "refused"
