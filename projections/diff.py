@@ -63,7 +63,7 @@ class Difference:
 def differences(projection: Projection, live: sqlite3.Connection, rebuilt: sqlite3.Connection) -> Iterator[Difference]:
     """Rows of each of the view's tables that differ, are missing or are extra, in key order."""
     for table in projection.tables:
-        key = _key(live, table)
+        key = _key(rebuilt, table)  # the code's key: a live table may have been made again without its own
         order = ", ".join(key)
         mine = _rows(live, f"SELECT * FROM {table} ORDER BY {order}")
         theirs = _rows(rebuilt, f"SELECT * FROM {table} ORDER BY {order}")
