@@ -138,15 +138,30 @@ def compare(p: Projection, live: sqlite_utils.Database, folded: Path, position: 
 
 
 def _differ(conn: sqlite3.Connection, table: str) -> int:
-    """How many rows of `table` are not in both main (the live view) and folded, row for row."""
+    """How many rows of `table` are not in both main (the live view) and folded, row for row; and how
+    many entries of its indexes do not say what its rows say (a query that reads an index answers from it)."""
     info = conn.execute(f"PRAGMA folded.table_info({table})").fetchall()
     columns = [row[1] for row in info]
     key = [name for _, name in sorted((row[5], row[1]) for row in info if row[5])]
     fold = conn.execute(f"SELECT count(*) FROM folded.{table}").fetchone()[0]
+    if _made(conn, "main", table) != _made(conn, "folded", table):
+        return max(fold, 1)  # made again otherwise (another key, collation or type, or a view): not the code's table
     try:
-        return _unmatched(conn, table, columns, key, fold)
+        return _unmatched(conn, table, columns, key, fold) + _unindexed(conn, table)
     except sqlite3.OperationalError:  # the live table lost a column, or is gone: none of its rows is the fold's
         return max(fold, 1)
+
+
+def _made(conn: sqlite3.Connection, schema: str, table: str) -> tuple[str, str] | None:
+    """How `table` was made in `schema`: its kind (a table, or a view in its place) and its CREATE statement."""
+    found = conn.execute(f"SELECT type, sql FROM {schema}.sqlite_master WHERE name = ?", (table,)).fetchone()
+    return None if found is None else (found[0], found[1])
+
+
+def _unindexed(conn: sqlite3.Connection, table: str) -> int:
+    """How many entries of the live table's indexes and rows disagree (SQLite's check of that table alone)."""
+    found = [row[0] for row in conn.execute(f"PRAGMA main.integrity_check('{table}')")]
+    return 0 if found == ["ok"] else len(found)
 
 
 def _unmatched(conn: sqlite3.Connection, table: str, columns: list[str], key: list[str], fold: int) -> int:

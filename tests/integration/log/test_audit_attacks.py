@@ -33,7 +33,7 @@ def test_a_row_removed_and_another_doubled_in_a_view_without_its_key_fails_audit
     assert shown.exit_code == 0 and [d["version"] for d in _loads(shown.stdout)] == [2, 2]  # the view says it ...
     found = audited(rollouts, 1)  # ... the log does not
     assert [(v["rule"], v.get("view")) for v in found["violations"]] == [("I5", "history")]
-    assert found["views_differing"][0]["tables"] == {"deployments": 1}
+    assert list(found["views_differing"][0]["tables"]) == ["deployments"]
     diff = rollouts.sh("projections", "diff", "history", "-o", "json")
     assert diff.exit_code == 1 and "Traceback" not in diff.stderr and "internal error" not in diff.stderr, diff
     rows = [(d["live"] is None, d["rebuilt"] is None) for d in _loads(diff.stdout)]
@@ -43,3 +43,49 @@ def test_a_row_removed_and_another_doubled_in_a_view_without_its_key_fails_audit
 def _loads(text: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = json.loads(text)
     return found
+
+
+def test_an_index_that_no_longer_says_what_the_rows_say_fails_audit(rollouts: Rollouts) -> None:
+    """The rows stay the log's, but the index that `rollout status` and `rollout history` read by config
+    holds version 2 under another name (the index made partial while the row changed back, then made
+    whole again): both commands hide version 2, a comparison of the rows alone sees nothing."""
+    history(rollouts)
+    assert audited(rollouts, 0)["ok"]
+    path = view_file(rollouts, "history")
+    index = "CREATE UNIQUE INDEX deployments_config ON deployments (config, revision)"
+    for sql in (
+        "UPDATE deployments SET config = 'hidden' WHERE revision = 2",
+        f"PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = '{index} WHERE revision < 0'"
+        " WHERE name = 'deployments_config'",
+        "UPDATE deployments SET config = 'web' WHERE config = 'hidden'",
+        f"PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = '{index}' WHERE name = 'deployments_config'",
+    ):
+        with sqlite3.connect(path) as conn:  # (one connection each: the schema is read again)
+            conn.executescript(sql)
+    status = rollouts.sh("rollout", "status", "web")
+    assert status.exit_code == 0 and "version 1 " in status.stdout, status  # the view says it ...
+    found = audited(rollouts, 1)  # ... the log does not
+    assert [(v["rule"], v.get("view")) for v in found["violations"]] == [("I5", "history")]
+    assert rollouts.sh("projections", "rebuild", "history").exit_code == 0
+    assert "version 2 " in rollouts.sh("rollout", "status", "web").stdout
+    assert audited(rollouts, 0)["ok"]
+
+
+def test_a_view_table_made_again_with_another_collation_fails_audit(rollouts: Rollouts) -> None:
+    """Same columns, same rows to a comparison that takes the live table's collation: 'COMPLETE' IS
+    'Complete' under NOCASE. What the table is made of is the code's, or the view is not the fold."""
+    history(rollouts)
+    assert audited(rollouts, 0)["ok"]
+    with sqlite3.connect(view_file(rollouts, "history")) as conn:
+        made = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'deployments'").fetchone()[0]
+        assert "phase TEXT," in made
+        conn.executescript(
+            "ALTER TABLE deployments RENAME TO old; DROP INDEX deployments_config;"
+            f" {made.replace('phase TEXT,', 'phase TEXT COLLATE NOCASE,')};"
+            " INSERT INTO deployments SELECT * FROM old; DROP TABLE old;"
+            " UPDATE deployments SET phase = upper(phase);"
+        )
+    shown = rollouts.sh("rollout", "history", "web", "-o", "json")
+    assert shown.exit_code == 0 and {d["phase"] for d in _loads(shown.stdout)} == {"COMPLETE"}
+    found = audited(rollouts, 1)
+    assert [(v["rule"], v.get("view")) for v in found["violations"]] == [("I5", "history")]
