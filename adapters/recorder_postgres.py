@@ -467,6 +467,16 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
         return first_value(self._query(sql, (position,)))
 
+    def snapshot_rows(self) -> list[tuple[Any, ...]]:
+        """As on SQLite: every stored snapshot with the position of its stream's event at that version."""
+        snapshots = self.events_table_name.removesuffix("events") + "snapshots"  # as the library names it
+        sql = SQL(
+            "SELECT s.originator_id, s.originator_version, s.topic, s.state, e.notification_id FROM {0}.{1} s"
+            " LEFT JOIN {2} e ON e.originator_id = s.originator_id AND e.originator_version = s.originator_version"
+            " ORDER BY s.originator_id, s.originator_version"
+        ).format(Identifier(self.datastore.schema), Identifier(snapshots), self._events)
+        return [tuple(row.values()) for row in self._query(sql, ())]
+
     def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
         sql = SQL(
             "SELECT e.notification_id, h.hash FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"
+SNAPSHOTS = "stored_snapshots"  # the library's table of aggregate snapshots in a SQLite log
 # Events from which `log verify` walks the log in parts, a forked process each: a fork costs a few ms, a walk
 # about 3 us an event (20,045 events on two cores: 64 ms in one walk, 46 in two parts; read + hashlib 37)
 PARALLEL_FROM = 10_000
@@ -434,6 +435,16 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
 
     def hash_at(self, position: int) -> str | None:
         return first_value(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
+
+    def snapshot_rows(self) -> list[tuple[Any, ...]]:
+        """Every stored snapshot (stream, version, topic, state) with the position of its stream's event at
+        that version (None: there is none), by stream and version."""
+        sql = (
+            f"SELECT s.originator_id, s.originator_version, s.topic, s.state, e.rowid FROM {SNAPSHOTS} s"
+            f" LEFT JOIN {self.events_table_name} e ON e.originator_id = s.originator_id"
+            " AND e.originator_version = s.originator_version ORDER BY s.originator_id, s.originator_version"
+        )
+        return [tuple(row) for row in self._query(sql, ())]
 
     def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
         """Position and hash of the stream's latest DeployerClaimed event (the claim its deployer runs for)."""

@@ -14,6 +14,7 @@ from rollouts.adapters.cli.state import State, pass_reader
 from rollouts.adapters.cli.types import POSITION, REVISION, Whole
 from rollouts.adapters.event_documents import type_problem
 from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.snapshot_check import snapshot_breaks
 from rollouts.adapters.verify import seen_by_home, verify_log
 from rollouts.domain.audit_rules import audit_rules
 from rollouts.projections import audit_queries
@@ -180,10 +181,11 @@ def _view_violation(found: Any) -> dict[str, Any]:
 
 
 def _chain_breaks(state: State) -> list[dict[str, Any]]:
-    """Where the log's hash chain breaks, and the head this home has seen if the log lost it (I8), as
-    audit violations."""
+    """Where the log's hash chain breaks, the head this home has seen if the log lost it, and the stored
+    snapshots that are not their events' fold (I8), as audit violations."""
 
-    breaks = verify_log(state.recorder).breaks + seen_by_home(state.home.runtime, state.recorder)
+    recorder = state.recorder
+    breaks = verify_log(recorder).breaks + seen_by_home(state.home.runtime, recorder) + snapshot_breaks(recorder)
     return [
         {"position": b.position, "config": None, "version": None, "rule": "I8", "message": b.problem} for b in breaks
     ]

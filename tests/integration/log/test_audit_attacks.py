@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import Rollouts
 from tests.integration.log.test_audit_fold import audited, view_file
-from tests.integration.log.test_hash_chain import history
+from tests.integration.log.test_hash_chain import Log, history
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
@@ -89,3 +89,29 @@ def test_a_view_table_made_again_with_another_collation_fails_audit(rollouts: Ro
     assert shown.exit_code == 0 and {d["phase"] for d in _loads(shown.stdout)} == {"COMPLETE"}
     found = audited(rollouts, 1)
     assert [(v["rule"], v.get("view")) for v in found["violations"]] == [("I5", "history")]
+
+
+def test_a_snapshot_forged_in_the_store_fails_audit(rollouts_on: Rollouts) -> None:
+    """The library keeps a config's snapshot every 50 events, outside the chain, and loads the config from
+    its last one: a snapshot written at the config's latest version with another command makes the next
+    rollout freeze and run that command, while `config show` and the chain say nothing of it."""
+    assert rollouts_on.sh("config", "create", "web", "--", "sh", "-c", "echo good").exit_code == 0
+    for n in range(50):
+        assert rollouts_on.sh("config", "set", "web", "--env", f"N={n}").exit_code == 0
+    assert audited(rollouts_on, 0)["ok"]  # the snapshot the library took is its events' fold
+    Log(rollouts_on).execute(
+        "INSERT INTO stored_snapshots SELECT originator_id, (SELECT max(originator_version) FROM stored_events e"
+        " WHERE e.originator_id = s.originator_id), topic, CAST(REPLACE(CAST(state AS TEXT), 'echo good',"
+        " 'echo EVIL') AS BLOB) FROM stored_snapshots s WHERE originator_version = 50",
+        "INSERT INTO rollouts_snapshots SELECT originator_id, (SELECT max(originator_version) FROM rollouts_events e"
+        " WHERE e.originator_id = s.originator_id), topic, convert_to(replace(convert_from(state, 'UTF8'),"
+        " 'echo good', 'echo EVIL'), 'UTF8') FROM rollouts_snapshots s WHERE originator_version = 50",
+    )
+    assert rollouts_on.sh("rollout", "latest", "web").exit_code == 0
+    assert rollouts_on.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert rollouts_on.sh("logs", "web").stdout.strip() == "EVIL"  # what ran ...
+    assert "echo good" in rollouts_on.sh("config", "show", "web").stdout  # ... is not the config's command
+    assert rollouts_on.sh("log", "verify").exit_code == 0  # (the chain holds: the snapshot is not in it)
+    found = audited(rollouts_on, 1)
+    assert [v["rule"] for v in found["violations"]] == ["I8"]
+    assert "at version 51 is not what its events fold to" in found["violations"][0]["message"]
