@@ -38,7 +38,7 @@ def snapshot_breaks(recorder: Any) -> list[chain.Break]:
     found = []
     for stream, rows in groupby(recorder.snapshot_rows(), key=lambda row: str(row[0])):
         snapshots = list(rows)
-        folded = _folded(recorder, mapper, UUID(stream), max(row[1] for row in snapshots))
+        folded = _folded(recorder, mapper, UUID(stream), {row[1] for row in snapshots})
         for _, version, topic, state, position in snapshots:
             taken = folded.get(version)
             if taken is None or not _same(transcoder, topic, bytes(state), taken):
@@ -61,13 +61,13 @@ def _transcoder() -> Transcoder:
     return transcoder
 
 
-def _folded(recorder: Any, mapper: Mapper[UUID], stream: UUID, until: int) -> dict[int, Any]:
-    """The stream's aggregate after each of its versions up to `until`, as the library projects it."""
+def _folded(recorder: Any, mapper: Mapper[UUID], stream: UUID, versions: set[int]) -> dict[int, Any]:
+    """A snapshot of the stream's aggregate at each of `versions` it reaches, as the library projects it."""
     states: dict[int, Any] = {}
     aggregate = None
-    for event in _events(recorder, mapper, stream, until):
+    for event in _events(recorder, mapper, stream, max(versions)):
         aggregate = event.mutate(aggregate)
-        if aggregate is not None:
+        if aggregate is not None and event.originator_version in versions:
             states[event.originator_version] = Snapshot.take(aggregate)
     return states
 
