@@ -87,7 +87,9 @@ def verify(
             running = stored
             continue
         count += 1
-        ident = stream if type(stream) is str and len(stream) == 32 else stream_hex(stream)
+        # As stored: a SQLite log holds 32 hex digits, and the same id written another way (dashed, say) is
+        # another stream to every query by id (the aggregates would not see the event): not the hashed record.
+        ident = stream if type(stream) is str else stream_hex(stream)
         digest = sha(f"{running}\n{ident}\n{version}\n{topic}\n".encode())
         digest.update(state.encode() if type(state) is str else state)
         computed = digest.hexdigest()

@@ -115,3 +115,18 @@ def test_a_snapshot_forged_in_the_store_fails_audit(rollouts_on: Rollouts) -> No
     found = audited(rollouts_on, 1)
     assert [v["rule"] for v in found["violations"]] == ["I8"]
     assert "at version 51 is not what its events fold to" in found["violations"][0]["message"]
+
+
+def test_a_stream_id_written_another_way_breaks_the_chain(rollouts: Rollouts) -> None:
+    """The last event's stream id written with dashes: the same UUID to a reader, another stream to every
+    query by id (a config loaded to decide would not see the event, and the next append would take its
+    version again), so not the record that was hashed."""
+    history(rollouts)
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        position, stream = conn.execute("SELECT rowid, originator_id FROM stored_events ORDER BY rowid DESC").fetchone()
+        dashed = f"{stream[:8]}-{stream[8:12]}-{stream[12:16]}-{stream[16:20]}-{stream[20:]}"
+        conn.execute("UPDATE stored_events SET originator_id = ? WHERE rowid = ?", (dashed, position))
+    verified = rollouts.sh("log", "verify")
+    assert verified.exit_code == 1 and f"BROKEN at position {position}: hash mismatch" in verified.stdout, verified
+    found = audited(rollouts, 1)
+    assert (position, "I8") in [(v["position"], v["rule"]) for v in found["violations"]]
