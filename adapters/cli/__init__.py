@@ -15,7 +15,6 @@ from rollouts.adapters import settings
 from rollouts.adapters.cli.errors import crash_home, run
 from rollouts.adapters.cli.lazy import LazyGroup
 from rollouts.adapters.home import DEFAULT_HOME
-from rollouts.adapters.store_url import parse_store
 
 # command -> (module, attribute, one-line help); modules import lazily so --help stays fast.
 COMMANDS = {
@@ -92,10 +91,10 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
         if "home" in from_env:
             raise settings.BadSetting(f"ROLLOUTS_HOME={home!r}: is empty: give a directory (or leave it unset)")
         raise click.BadParameter("is empty: give a directory (or leave it unset for .rollouts)", param_hint="'--home'")
-    if "store" in from_env:  # a bad URL names the variable it came from, as any setting's does
-        parse_store(store, given_as="ROLLOUTS_STORE")
     crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
-    ctx.obj = State(home=home, store=store, actor=actor or default_actor())
+    # a bad URL names the variable it came from, as any setting's does
+    store_named = "ROLLOUTS_STORE" if "store" in from_env else "--store"
+    ctx.obj = State(home=home, store=store, actor=actor or default_actor(), store_named=store_named)
     ctx.call_on_close(ctx.obj.close)
 
 

@@ -19,7 +19,7 @@ from rollouts.adapters.bootstrap import bootstrap
 from rollouts.adapters.home import Home
 from rollouts.adapters.identity import new_meta
 from rollouts.adapters.log_source import RecorderSource
-from rollouts.adapters.store_url import SQLiteInHome, StoreURL
+from rollouts.adapters.store_url import SQLiteInHome, StoreURL, parse_store
 from rollouts.domain.errors import NotFound
 from rollouts.projections.health import is_broken
 
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 class State:
     """What every command needs; the store and projections open only when first used."""
 
-    def __init__(self, home: str, store: str | None, actor: str) -> None:
-        # A bad URL is a usage error before anything opens
-        self.services = bootstrap(Home(home, warn=self.warn), store)
+    def __init__(self, home: str, store: str | None, actor: str, store_named: str = "--store") -> None:
+        # A bad URL is a usage error before anything opens (naming the option or variable it came from)
+        self.services = bootstrap(Home(home, warn=self.warn), parse_store(store, given_as=store_named))
         self.scratch: Path | None = None  # a read command's stand-in for a missing home
         self.actor = actor
         self.cache_kib: int | None = None  # per connection to the views and the SQLite log, for a long-lived process
