@@ -453,7 +453,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             ).format(SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(snapshots)))
         return (
             SQL(
-                "WITH w (id, gt) AS (SELECT * FROM unnest(%s::uuid[], %s::int[])), s AS ({0})"
+                "WITH w (id, gt) AS (SELECT * FROM unnest(%s::uuid[], %s::int[])),"
+                " s (originator_id, originator_version, topic, state) AS ({0})"
                 " SELECT true AS snapshot, * FROM s UNION ALL"
                 " SELECT false, e.originator_id, e.originator_version, e.topic, e.state FROM w JOIN {1} e"
                 " ON e.originator_id = w.id AND e.originator_version >"

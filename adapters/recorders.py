@@ -438,7 +438,8 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
 
     def snapshot_rows(self) -> list[tuple[Any, ...]]:
         """Every stored snapshot (stream, version, topic, state) with the position of its stream's event at
-        that version (None: there is none), by stream and version."""
+        that version (None: there is none), by stream and version; none when the log has no snapshots
+        table (this version takes no snapshots; earlier ones did)."""
         sql = (
             f"SELECT s.originator_id, s.originator_version, s.topic, s.state, e.rowid FROM {SNAPSHOTS} s"
             f" LEFT JOIN {self.events_table_name} e ON e.originator_id = s.originator_id"

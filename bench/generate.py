@@ -4,7 +4,7 @@ The log is generated through the domain: the same decisions the application's co
 (rollout.trigger, rollout.cancel, rollout.retry, config changes, pause and resume) and the
 controller's commands (rollout.claim, the Deployment reports, rollout.settle) take, on
 aggregates kept in memory and saved several at a time with RolloutsApp.save, over a few
-hundred configs. `cached_log` keeps one in /tmp/rollouts-bench-rebuild-v1-<N>/ and reuses it.
+hundred configs. `cached_log` keeps one in /tmp/rollouts-bench-rebuild-v2-<N>/ and reuses it.
 
 Imported by bench/rebuild.py, bench/run.py and bench/chain.py (each puts bench/ on sys.path).
 """
@@ -28,7 +28,7 @@ from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
 from rollouts.domain.spec import HOOK_POLICIES, Spec
 
-GENERATOR = "v1"
+GENERATOR = "v2"  # v2: written with no config snapshots (the application takes none)
 CLAIMANT = "bench-controller"
 
 

@@ -5,7 +5,7 @@
     python bench/rebuild.py --events 200000 --runs 3 --profile
 
 The log is bench/generate.py's, generated through the domain once and cached in
-/tmp/rollouts-bench-rebuild-v1-<N>/.
+/tmp/rollouts-bench-rebuild-v2-<N>/.
 
 Measured, median of --runs runs each, interleaved:
   (a) ceiling: recorder.select_notifications(start, 1000, inclusive_of_start=False) and

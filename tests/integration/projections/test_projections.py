@@ -30,7 +30,7 @@ import rollouts.projections.build as build_module
 import rollouts.projections.build_worker as worker_module
 import rollouts.projections.rows as rows_module
 import rollouts.projections.store as store_module
-from rollouts.adapters.application import RolloutsApp, new_meta
+from rollouts.adapters.application import new_meta
 from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
@@ -490,8 +490,6 @@ def random_log(scratch: Path) -> tuple[Path, Dump]:
     rng = random.Random(20240611)
     where = scratch / "random-home"
     mp = pytest.MonkeyPatch()
-    # Snapshots are not in the notification log; taking them more often only makes the loads cheaper.
-    mp.setattr(RolloutsApp, "snapshotting_intervals", {DeploymentConfig: 10})
     log = Log(where)
     live = log.store()
     history = RandomHistory(log, rng)

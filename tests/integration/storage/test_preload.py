@@ -9,11 +9,12 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
+from eventsourcing.application import AggregateNotFoundError, Application, Repository, project_aggregate
+from eventsourcing.utils import Environment
 
 from rollouts.adapters import preload
 from rollouts.adapters.application import RolloutsApp, new_meta
-from rollouts.adapters.bootstrap import open_app
+from rollouts.adapters.bootstrap import bootstrap, open_app
 from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
 from rollouts.adapters.preload import copy_of
@@ -30,10 +31,29 @@ def state(aggregate: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(aggregate).items() if not k.startswith("_pending")}
 
 
+class SnapshottingApp(RolloutsApp):
+    """The application as it was before it stopped taking snapshots (logs written then hold them): the
+    preload window keeps the library's repository contract, a snapshot store included."""
+
+    name = RolloutsApp.name  # (the library names a subclass's tables after the subclass)
+    snapshotting_intervals = {DeploymentConfig: 50}
+
+    def construct_env(self, name: str, env: Any = None) -> Environment:
+        return Application.construct_env(self, name, env)
+
+
+def open_snapshotting(home: Home, store: str | None) -> SnapshottingApp:
+    services = bootstrap(home, store)
+    services.home.ensure()
+    app = services.backend.open(lambda base: SnapshottingApp(env=base), reading=False)
+    app.recorder.backend = services.backend
+    return app
+
+
 @pytest.fixture
 def apps(tmp_path: Path, backend_store: str | None) -> Any:
     home = Home(tmp_path / "h")
-    writer, reader = open_app(home, backend_store), open_app(home, backend_store)
+    writer, reader = open_snapshotting(home, backend_store), open_snapshotting(home, backend_store)
     yield writer, reader
     writer.close()
     reader.close()
@@ -61,6 +81,32 @@ def test_a_preloaded_load_equals_the_librarys_load_cached_or_not(apps: Any) -> N
     # The library's own reconstruction: the last snapshot, then the events after it, one query each
     plain = [state(Repository._reconstruct_aggregate(writer.repository, s, None, project_aggregate)) for s in streams]
     assert preloaded == plain
+
+
+def test_the_application_takes_no_snapshot_and_reads_none_whatever_the_environment_says(
+    tmp_path: Path, backend_store: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot is outside the hash chain: the config a command decides on is its chained events' fold.
+    Asked through the library's settings, snapshots stay off; one an earlier version left is not read."""
+    home = Home(tmp_path / "h")
+    earlier = open_snapshotting(home, backend_store)
+    long = history(earlier)[0]
+    assert earlier.recorder.snapshot_rows()  # the earlier version took one past 50 events
+    version = earlier.repository.get(long).version
+    earlier.close()
+    for name in ("IS_SNAPSHOTTING_ENABLED", "ROLLOUTS_IS_SNAPSHOTTING_ENABLED"):
+        monkeypatch.setenv(name, "y")
+    app = open_app(home, backend_store)
+    try:
+        assert app.snapshots is None and app.repository.snapshot_store is None
+        taken = len(app.recorder.snapshot_rows())
+        for _ in range(60):
+            app.latest("long", None, True, meta())
+        assert len(app.recorder.snapshot_rows()) == taken  # none taken past 50 more events
+        with app.preloaded([long]):
+            assert app.repository.get(long).version == version + 120  # (each latest: two config events)
+    finally:
+        app.close()
 
 
 def test_a_preloaded_load_is_a_copy_and_an_absent_aggregate_is_not_found(apps: Any) -> None:
