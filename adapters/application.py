@@ -264,13 +264,21 @@ class RolloutsApp(Application[UUID]):
             config = self.config(name)
             source = self._undo_source(config, to_revision)
             config.check_can_roll_out(supersedable=False)  # undo has no --supersede to offer
-            spec = {**config.spec, **source.typed_spec().rollout_part()}
+            spec = {**config.spec, **self.spec_source(config, source).typed_spec().rollout_part()}
             config.change_spec(config_spec_of(spec).to_data(), meta)  # as a spec is stored
             cause = f"rollback to {source.revision}"
             aggregates = rollout.trigger(config, [], cause=cause, message=None, supersede=False, meta=meta)
             return aggregates, (config.latest_revision, source.revision)
 
         return self.decide(decision)
+
+    def spec_source(self, config: DeploymentConfig, source: Deployment) -> Deployment:
+        """The deployment whose rollout part a rollback to `source` restores: `source`, unless it is an
+        automatic rollback, which ran the spec of the revision it restored as one step (its own spec has
+        no steps and no pause): then that revision's, steps included (DESIGN 7.6)."""
+        while (earlier := rollout.restored_revision(source)) is not None and earlier < source.revision:
+            source = self.deployment(config, earlier)
+        return source
 
     def _undo_source(self, config: DeploymentConfig, to_revision: int | None) -> Deployment:
         if to_revision is not None:

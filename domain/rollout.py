@@ -45,6 +45,14 @@ def rollback_due(config: DeploymentConfig, deployment: Deployment, last_complete
     return to if to is not None and to < deployment.revision else None
 
 
+def restored_revision(deployment: Deployment) -> int | None:
+    """The revision whose spec an automatic rollback restored (its cause names it); None for any other."""
+    if not deployment.is_auto_rollback:
+        return None
+    named = deployment.cause.removeprefix(AUTO_ROLLBACK).strip()
+    return int(named) if named.isascii() and named.isdigit() else None
+
+
 def auto_rollback(
     config: DeploymentConfig, failed: Deployment, source: Deployment, spec: dict[str, Any], meta: Meta
 ) -> list[Aggregate]:

@@ -87,7 +87,8 @@ def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: di
     source = app.deployment(config, to)
     from rollouts.domain.spec import Spec  # start-up cost: pydantic loads only for a rollback
 
-    spec = Spec.model_validate({**config.spec, **source.typed_spec().rollout_part()}).to_data()  # as undo stores it
+    restored = app.spec_source(config, source).typed_spec().rollout_part()
+    spec = Spec.model_validate({**config.spec, **restored}).to_data()  # as undo stores it
     return rollout.auto_rollback(config, deployment, source, spec, meta)
 
 

@@ -268,6 +268,17 @@ def test_the_rollback_runs_as_one_step_needs_no_approval_and_is_not_held_by_a_pa
     assert new.message == "version 2 failed: deployer web-2-deploy-1-step-1 failed: exit code 1"
 
 
+def test_a_rollback_names_the_revision_whose_spec_it_restored_and_no_other_deployment_does() -> None:
+    c, d, _ = completed_then_failing(auto_rollback=True, steps=[50, 100])
+    run(d, 1)
+    settle(c, d)
+    new = roll_back(c, d)[-1]
+    assert rollout.restored_revision(new) == 1  # its own spec has no steps: restoring it restores v1's
+    assert rollout.restored_revision(d) is None
+    undone = Deployment(config_id=c.id, config="web", revision=4, spec={}, cause="rollback to 1", message=None, meta=ME)
+    assert rollout.restored_revision(undone) is None  # `undo` stores the whole spec it restores
+
+
 def test_a_config_from_an_older_snapshot_rolls_back_to_the_complete_revision_the_caller_found() -> None:
     c, d, _ = completed_then_failing(auto_rollback=True)
     run(d, 1)

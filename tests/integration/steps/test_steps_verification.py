@@ -208,6 +208,35 @@ def test_a_controller_killed_between_measurements_goes_on_where_it_was(rollouts:
     ok(rollouts, "audit")
 
 
+def test_a_rollback_to_an_automatic_rollback_keeps_the_configs_steps(rollouts: Rollouts, work: Work) -> None:
+    """The last Complete revision may itself be an automatic rollback, which ran as one step: rolling back
+    to it (automatically, or by `undo`) restores the spec it restored, steps included, not its one step."""
+    ok(rollouts, "config", "create", "web", "--env", f"TRACE={work.trace}", "--env", "VERDICT=0", "--steps", "50,100",
+       "--verify", work.measure(), "--verify-count", "1", "--auto-rollback", "--", *work.deploy())  # fmt: skip
+    ok(rollouts, "rollout", "latest", "web")
+    ok(rollouts, "controller", "run", "--until-idle", "--timeout", "60")
+    for _ in range(2):  # v2 fails, v3 rolls back to v1; v4 fails, v5 rolls back to v3
+        ok(rollouts, "config", "set", "web", "--env", "VERDICT=1")
+        ok(rollouts, "rollout", "latest", "web")
+        ok(rollouts, "controller", "run", "--until-idle", "--timeout", "60")
+    rows = history(rollouts, "web")
+    assert [(r["version"], r["phase"], r["cause"]) for r in rows[2:]] == [
+        (3, "Complete", "automatic rollback to 1"),
+        (4, "Failed", "manual"),
+        (5, "Complete", "automatic rollback to 3"),
+    ]
+    assert [r[0] for r in work.ran() if r[0].startswith("web-5")] == ["web-5-deploy-1", "web-5-verify-1-1"]
+    spec = json.loads(ok(rollouts, "config", "show", "web", "-o", "json"))["spec"]
+    assert (spec["steps"], spec["env"]["VERDICT"]) == ([50, 100], "0")
+    ok(rollouts, "rollout", "undo", "web", "--to-revision", "5")  # by hand, to the rollback of the rollback
+    ok(rollouts, "controller", "run", "--until-idle", "--timeout", "60")
+    assert [r[0] for r in work.ran() if r[0].startswith("web-6-deploy")] == [
+        "web-6-deploy-1-step-1",
+        "web-6-deploy-1-step-2",
+    ]
+    ok(rollouts, "audit")
+
+
 def test_two_controllers_trigger_one_rollback_for_one_failure(rollouts: Rollouts, work: Work) -> None:
     ok(rollouts, "config", "create", "web", "--env", f"TRACE={work.trace}", "--env", "VERDICT=0",
        "--verify", work.measure(), "--verify-count", "1", "--auto-rollback", "--", *work.deploy())  # fmt: skip
