@@ -45,6 +45,18 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+ACTOR_MAX = 256
+
+
+def actor_problem(actor: str) -> str | None:
+    """Why `actor` cannot label an event, if it cannot: it is shown in tables and lines of output, where a
+    newline, an escape sequence or a direction override would let it pass for other rows."""
+    if len(actor) > ACTOR_MAX:
+        return f"is {len(actor)} characters long: at most {ACTOR_MAX}"
+    odd = next((c for c in actor if not c.isprintable()), None)
+    return None if odd is None else f"holds the unprintable character U+{ord(odd):04X}"
+
+
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--home",
@@ -64,7 +76,12 @@ def default_actor() -> str:
     " as further parameters. Default: events.db in the home.",
 )
 @click.option(
-    "--as", "actor", envvar="ROLLOUTS_ACTOR", show_envvar=True, default=None, help="Who is asking (default user@host)."
+    "--as",
+    "actor",
+    envvar="ROLLOUTS_ACTOR",
+    show_envvar=True,
+    default=None,
+    help="Who is asking (default user@host; printable, at most 256 characters).",
 )
 @click.version_option("0.1.0", prog_name="rollouts")
 @click.pass_context
@@ -91,6 +108,12 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
         if "home" in from_env:
             raise settings.BadSetting(f"ROLLOUTS_HOME={home!r}: is empty: give a directory (or leave it unset)")
         raise click.BadParameter("is empty: give a directory (or leave it unset for .rollouts)", param_hint="'--home'")
+    problem = None if actor is None else actor_problem(actor)
+    if problem is not None:
+        if ctx.get_parameter_source("actor") is ParameterSource.ENVIRONMENT:
+            shown = repr(actor[:40]) + ("..." if len(actor) > 40 else "")  # (repr: escapes what it holds)
+            raise settings.BadSetting(f"ROLLOUTS_ACTOR={shown}: {problem}")
+        raise click.BadParameter(problem, param_hint="'--as'")
     crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
     # a bad URL names the variable it came from, as any setting's does
     store_named = "ROLLOUTS_STORE" if "store" in from_env else "--store"

@@ -3,6 +3,8 @@ error (exit 2) on one line naming the variable, before anything is opened or cre
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import Rollouts
 
@@ -66,3 +68,27 @@ def test_claim_check_names_the_variable_its_bad_store_came_from(rollouts: Rollou
     result = rollouts.sh("claim", "check", f"{'0' * 32}:1", env={name: "mysql://x@h/db"})
     assert result.exit_code == 2, result
     assert result.stderr.startswith(f"error: {name}: ") and result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("bob\nVIOLATION I1 at position 1", "U+000A"),  # a second line of output, in a table or a line of `audit`
+        ("bob\x1b[2J", "U+001B"),  # an escape sequence: clears the terminal that shows `events`
+        ("\u202ebob", "U+202E"),  # a direction override: shows as another name
+        ("b" * 257, "at most 256"),
+    ],
+)
+def test_an_actor_that_could_pass_for_other_output_is_refused(rollouts: Rollouts, value: str, problem: str) -> None:
+    """`--as` labels every event and is shown as it is: a name that could pass for other rows is refused
+    (exit 2, one line), from the option or its variable, and the refused command creates nothing."""
+    by_option = rollouts.sh("--as", value, "config", "create", "web", "--", "true")
+    assert by_option.exit_code == 2 and "'--as'" in by_option.stderr and problem in by_option.stderr, by_option
+    by_variable = rollouts.sh("config", "create", "web", "--", "true", env={"ROLLOUTS_ACTOR": value})
+    assert by_variable.exit_code == 2, by_variable
+    assert by_variable.stderr.startswith("error: ROLLOUTS_ACTOR=") and by_variable.stderr.count("\n") == 1
+    assert problem in by_variable.stderr
+    assert not rollouts.home.exists()
+    shown = rollouts.sh("--as", "Zoë Ångström@laptop", "config", "create", "web", "--", "true")
+    assert shown.exit_code == 0, shown
+    assert [e["actor"] for e in json.loads(rollouts.sh("events", "-o", "json").stdout)] == ["Zoë Ångström@laptop"]
