@@ -79,7 +79,7 @@ class RolloutsApp(Application[UUID]):
     # No snapshots, written or read: a snapshot is a copy of a config's state outside the hash chain,
     # from which the library would load the config a command decides on (an edited one made the next
     # deployment run its command while `log verify` said ok). A config is its chained events' fold:
-    # a cold load of one with 1,200 events replays them in ~30 ms. Logs written before keep their
+    # a cold load of one with 1,200 events replays them in ~25 ms. Logs written before keep their
     # snapshots, unread here; `audit` still checks each is its events' fold (an earlier version loads it).
     recorder: ChainedSQLiteRecorder | ChainedPostgresRecorder  # as adapters.bootstrap opens it
 

@@ -96,7 +96,7 @@ def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
     """What to save for reports applied at once, their events in the order separate reports
     would have appended them: the deployment's, but for its last, then the config's (the slot's
     release, decided with that last one), then the last. The aggregates follow, with no events
-    left, so that the application still snapshots and caches them."""
+    left, so that the application still caches them."""
     reported = list(deployment.collect_events())
     released = list(config.collect_events())
     return [*reported[:-1], *released, *reported[-1:], config, deployment]
