@@ -114,10 +114,16 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
             shown = repr(actor[:40]) + ("..." if len(actor) > 40 else "")  # (repr: escapes what it holds)
             raise settings.BadSetting(f"ROLLOUTS_ACTOR={shown}: {problem}")
         raise click.BadParameter(problem, param_hint="'--as'")
+    if not actor:  # the default is checked too: getpass reads USER or LOGNAME first, which may hold anything
+        actor = default_actor()
+        problem = actor_problem(actor)
+        if problem is not None:
+            shown = repr(actor[:40]) + ("..." if len(actor) > 40 else "")
+            raise settings.BadSetting(f"the default actor {shown} (USER or LOGNAME @ host): {problem}: give --as")
     crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
     # a bad URL names the variable it came from, as any setting's does
     store_named = "ROLLOUTS_STORE" if "store" in from_env else "--store"
-    ctx.obj = State(home=home, store=store, actor=actor or default_actor(), store_named=store_named)
+    ctx.obj = State(home=home, store=store, actor=actor, store_named=store_named)
     ctx.call_on_close(ctx.obj.close)
 
 

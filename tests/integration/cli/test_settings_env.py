@@ -92,3 +92,17 @@ def test_an_actor_that_could_pass_for_other_output_is_refused(rollouts: Rollouts
     shown = rollouts.sh("--as", "Zoë Ångström@laptop", "config", "create", "web", "--", "true")
     assert shown.exit_code == 0, shown
     assert [e["actor"] for e in json.loads(rollouts.sh("events", "-o", "json").stdout)] == ["Zoë Ångström@laptop"]
+
+
+def test_a_default_actor_that_could_pass_for_other_output_is_refused(rollouts: Rollouts) -> None:
+    """With no --as, the actor is USER or LOGNAME (getpass reads them first) @ host: checked as --as is."""
+    del rollouts.env["ROLLOUTS_ACTOR"]
+    forged = {"USER": "bob\nVIOLATION I1 at position 1", "LOGNAME": "bob\nVIOLATION I1 at position 1"}
+    refused = rollouts.sh("config", "create", "web", "--", "true", env=forged)
+    assert refused.exit_code == 2, refused
+    assert refused.stderr.startswith("error: the default actor 'bob\\nVIOLATION") and "U+000A" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and not rollouts.home.exists()
+    assert rollouts.sh("--as", "bob", "config", "create", "web", "--", "true", env=forged).exit_code == 0
+    plain = rollouts.sh("config", "create", "api", "--", "true", env={"USER": "carol", "LOGNAME": "carol"})
+    assert plain.exit_code == 0, plain
+    assert json.loads(rollouts.sh("events", "-o", "json").stdout)[-1]["actor"].startswith("carol@")
