@@ -1,9 +1,10 @@
 """The aggregates' snapshots checked against the log (I8).
 
-The library stores a snapshot of a config every so many events, outside the hash chain, and loads the
-aggregate from its last snapshot and the events after it: a command decides from it (the spec a new
-deployment freezes, say). A snapshot is a cache of its stream's events, as a view is of the log: one
-that is not what those events fold to (edited, or inserted) is reported, as a chain break is.
+Versions before 2026-12-06 stored a snapshot of a config every so many events, outside the hash chain,
+and loaded the aggregate from its last snapshot and the events after it: a command decided from it (the
+spec a new deployment freezes, say). This version takes and reads none, but such a version may still be
+run on the log: a snapshot that is not what its stream's events fold to (edited, or inserted) is
+reported, as a chain break is.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def snapshot_breaks(recorder: Any) -> list[chain.Break]:
                     chain.Break(
                         position or 0,
                         f"snapshot of stream {stream} at version {version} is not what its events fold to:"
-                        " edited, or inserted (commands load the aggregate from it); remove it from the store's"
-                        " snapshots table, the events make it again",
+                        " edited, or inserted (an earlier version loads the aggregate from it); remove it from the"
+                        " store's snapshots table, the events make it again",
                     )
                 )
     return found
