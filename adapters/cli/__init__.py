@@ -46,6 +46,7 @@ def default_actor() -> str:
 
 
 ACTOR_MAX = 256
+JOINERS = frozenset("\u200c\u200d")  # zero-width (non-)joiners: in Persian and Indic names, and in emoji
 
 
 def actor_problem(actor: str) -> str | None:
@@ -53,7 +54,7 @@ def actor_problem(actor: str) -> str | None:
     newline, an escape sequence or a direction override would let it pass for other rows."""
     if len(actor) > ACTOR_MAX:
         return f"is {len(actor)} characters long: at most {ACTOR_MAX}"
-    odd = next((c for c in actor if not c.isprintable()), None)
+    odd = next((c for c in actor if not c.isprintable() and c not in JOINERS), None)
     return None if odd is None else f"holds the unprintable character U+{ord(odd):04X}"
 
 

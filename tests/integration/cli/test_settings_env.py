@@ -89,9 +89,11 @@ def test_an_actor_that_could_pass_for_other_output_is_refused(rollouts: Rollouts
     assert by_variable.stderr.startswith("error: ROLLOUTS_ACTOR=") and by_variable.stderr.count("\n") == 1
     assert problem in by_variable.stderr
     assert not rollouts.home.exists()
-    shown = rollouts.sh("--as", "Zoë Ångström@laptop", "config", "create", "web", "--", "true")
-    assert shown.exit_code == 0, shown
-    assert [e["actor"] for e in json.loads(rollouts.sh("events", "-o", "json").stdout)] == ["Zoë Ångström@laptop"]
+    names = ["Zoë Ångström@laptop", "محمد\u200cرضا", "\U0001f469\u200d\U0001f4bb alice", "jane.doe+ops@example.com"]
+    for n, name in enumerate(names):  # (a zero-width joiner or non-joiner belongs to names and emoji)
+        shown = rollouts.sh("--as", name, "config", "create", f"web{n}", "--", "true")
+        assert shown.exit_code == 0, shown
+    assert [e["actor"] for e in json.loads(rollouts.sh("events", "-o", "json").stdout)] == names
 
 
 def test_a_default_actor_that_could_pass_for_other_output_is_refused(rollouts: Rollouts) -> None:
