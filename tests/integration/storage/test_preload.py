@@ -50,10 +50,12 @@ def open_snapshotting(home: Home, store: str | None) -> SnapshottingApp:
     return app
 
 
-@pytest.fixture
-def apps(tmp_path: Path, backend_store: str | None) -> Any:
+@pytest.fixture(params=["no snapshots", "snapshots"])
+def apps(request: pytest.FixtureRequest, tmp_path: Path, backend_store: str | None) -> Any:
+    """A writer and a reader on one log: the application as it runs (no snapshots), and as it ran."""
     home = Home(tmp_path / "h")
-    writer, reader = open_snapshotting(home, backend_store), open_snapshotting(home, backend_store)
+    opened = open_snapshotting if request.param == "snapshots" else open_app
+    writer, reader = opened(home, backend_store), opened(home, backend_store)
     yield writer, reader
     writer.close()
     reader.close()
@@ -73,7 +75,8 @@ def history(app: RolloutsApp) -> list[Any]:
 def test_a_preloaded_load_equals_the_librarys_load_cached_or_not(apps: Any) -> None:
     writer, reader = apps
     streams = history(writer)
-    assert writer.snapshots is not None and writer.snapshots.recorder.select_events(streams[0], limit=1)
+    if writer.snapshots is not None:  # (the load of the long config then starts from its snapshot)
+        assert writer.snapshots.recorder.select_events(streams[0], limit=1)
     reader.repository.get(streams[1])  # cached before the window; the others are not
     writer.latest("short", None, True, meta())  # and moved since: the window fast-forwards it
     with reader.preloaded(streams):
@@ -239,7 +242,7 @@ def test_one_streams_events_after_equals_the_statement_for_many(
     of many streams' statement) reads what the statement for many streams reads of it."""
     writer, _ = apps
     streams = history(writer)
-    recorder, snapshots = writer.recorder, writer.snapshots.recorder
+    recorder, snapshots = writer.recorder, writer.snapshots and writer.snapshots.recorder
     unions: list[int] = []
     union = recorder._events_after_sql
     if backend_store is None:
@@ -251,7 +254,7 @@ def test_one_streams_events_after_equals_the_statement_for_many(
             assert [sorted(part, key=lambda e: e.originator_version) for part in one] == [
                 sorted(part, key=lambda e: e.originator_version) for part in many
             ]
-    assert recorder.events_after([(streams[0], None)], snapshots)[1]  # read from its snapshot
+    assert bool(recorder.events_after([(streams[0], None)], snapshots)[1]) == (snapshots is not None)  # its snapshot
     if backend_store is None:
         assert unions == [2] * 4 * (len(streams) + 1)  # the reads of two streams alone
 
@@ -264,7 +267,7 @@ def test_lists_of_streams_go_in_few_statement_shapes_and_the_padding_changes_no_
     values that change nothing (the last id again; a `w` row of no stream)."""
     writer, _ = apps
     streams = history(writer)
-    recorder, snapshots = writer.recorder, writer.snapshots.recorder
+    recorder, snapshots = writer.recorder, writer.snapshots and writer.snapshots.recorder
     for n in range(1, len(streams) + 1):  # 3 of them: padded to 4 with a row of no stream
         wanted = [(s, None) for s in streams[:n]]
         many = recorder.events_after(wanted, snapshots)
