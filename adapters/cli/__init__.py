@@ -109,18 +109,15 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
         if "home" in from_env:
             raise settings.BadSetting(f"ROLLOUTS_HOME={home!r}: is empty: give a directory (or leave it unset)")
         raise click.BadParameter("is empty: give a directory (or leave it unset for .rollouts)", param_hint="'--home'")
-    problem = None if actor is None else actor_problem(actor)
+    given, actor = actor, actor or default_actor()  # (the default too: getpass reads USER or LOGNAME first)
+    problem = actor_problem(actor)
     if problem is not None:
+        shown = repr(actor[:40]) + ("..." if len(actor) > 40 else "")  # (repr: escapes what it holds)
+        if not given:
+            raise settings.BadSetting(f"the default actor {shown} (USER or LOGNAME @ host): {problem}: give --as")
         if ctx.get_parameter_source("actor") is ParameterSource.ENVIRONMENT:
-            shown = repr(actor[:40]) + ("..." if len(actor) > 40 else "")  # (repr: escapes what it holds)
             raise settings.BadSetting(f"ROLLOUTS_ACTOR={shown}: {problem}")
         raise click.BadParameter(problem, param_hint="'--as'")
-    if not actor:  # the default is checked too: getpass reads USER or LOGNAME first, which may hold anything
-        actor = default_actor()
-        problem = actor_problem(actor)
-        if problem is not None:
-            shown = repr(actor[:40]) + ("..." if len(actor) > 40 else "")
-            raise settings.BadSetting(f"the default actor {shown} (USER or LOGNAME @ host): {problem}: give --as")
     crash_home.set(Path(home).absolute())  # where the traceback of a bug goes, if there is one
     # a bad URL names the variable it came from, as any setting's does
     store_named = "ROLLOUTS_STORE" if "store" in from_env else "--store"
