@@ -26,7 +26,8 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
 10. pg_*          on the PostgreSQL server of `--store` (default: the local test server), each in
                   schemas of its own (bench/postgres.py): `latest --supersede` ops/s vs a bare
                   eventsourcing loop; latest -> deployer running (LISTEN/NOTIFY), median and p99;
-                  end-to-end rollouts/s, one controller; rebuild vs the library's read + decode;
+                  end-to-end rollouts/s, one controller (and as a ratio to
+                  figure 6's, when both run); rebuild vs the library's read + decode;
                   `claim check` as a deployer runs it vs a Python process's connect + select 1.
                   No server reachable: printed as skipped, never ok
 11. *_10k         one controller pass with 10,000 configs vs the same with 100: idle, and busy
@@ -64,7 +65,7 @@ sys.path.insert(0, str(BENCH))  # the other scripts of bench/, imported as modul
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from at_scale import bench_audit_at_scale, bench_rebuild_at_scale, bench_serve_at_scale  # noqa: E402
-from figures import Figure, print_table  # noqa: E402
+from figures import Figure, pg_against_sqlite, print_table  # noqa: E402
 from harness import FULL, QUICK, Workspace  # noqa: E402
 from histories import build_logs  # noqa: E402
 from in_process import bench_chain_append, bench_commands, bench_rebuild, bench_verify  # noqa: E402
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                     figures += at_scale(args.quick)
         finally:
             ws.close()
+    figures += pg_against_sqlite(figures)
     figures.sort(key=lambda f: f.label)
     elapsed = time.perf_counter() - started
     print_table(figures, "quick" if args.quick else "full", elapsed)

@@ -45,6 +45,7 @@ FAST = {
     "unit/test_sql_lists.py",
     "unit/test_gate_rules.py",
     "unit/test_approval_rules.py",
+    "unit/test_bench_figures.py",
     "unit/test_timeline.py",
     "integration/log/test_audit_bad_history.py",
     "integration/gates/test_gates_audit.py",
