@@ -74,6 +74,9 @@ class Notifier:
             self.stopping.wait(FIND_EVERY_S)
         for worker in list(self.workers.values()):
             worker.join()
+            # While the store is open: a lease left held keeps the sink from the next controller until it
+            # expires (a later `controller run --until-idle` waited ~30 s for it, after every clean exit).
+            worker.release()
         if self.app is not None:
             self.app.close()
 

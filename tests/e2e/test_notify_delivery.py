@@ -160,3 +160,19 @@ def test_two_controllers_on_one_log_deliver_each_change_once(
         assert len(want) == 8
         check_delivered(sink.delivered(), want, log_id(r), "ops", repeats=0)
         assert len(sink.received) == 8
+
+
+def test_a_controller_that_exits_leaves_no_lease_so_the_next_is_idle_at_once(rollouts: Rollouts) -> None:
+    """The default lease (30 s with the default timeout): a clean exit releases it; it used to be left held,
+    and each later `controller run --until-idle` waited for it to expire."""
+    r = rollouts
+    with SinkServer() as sink:
+        assert r.sh("notify", "add", "ops", "--url", sink.url, "--on", "triggered,complete").exit_code == 0
+        assert r.sh("config", "create", "web", "--", "true").exit_code == 0
+        for _ in range(2):
+            assert r.sh("rollout", "latest", "web").exit_code == 0
+            started = time.monotonic()
+            done = r.sh("controller", "run", "--until-idle", "--timeout", "20", "-q")
+            assert done.exit_code == 0, done.stderr
+            assert time.monotonic() - started < 10, "the controller waited for a lease its predecessor kept"
+        assert [(g.body["kind"], g.ok) for g in sink.received] == [("triggered", True), ("complete", True)] * 2
