@@ -136,7 +136,8 @@ class Checked:
     log_id: str | None = None
     versions: dict[str, int] = field(default_factory=dict)  # each stream's last version so far
     last: tuple[str, str, dict[str, Any]] = ("", "", {})  # the last event's kind, type and data
-    fold: OpenFold | None = None  # the deployments left open, when a fork must fail them
+    deployments: OpenFold = field(default_factory=OpenFold)  # the phase each deployment is left in
+    fold: OpenFold | None = None  # the same, when a fork must fail those left open
 
     @property
     def sealed(self) -> bool:
@@ -164,7 +165,8 @@ def load(
     empty file, or a store that is not empty, or an export without its seal unless `fork`) raises
     ImportRefused and nothing is written. The recorder chains the events as it inserts them; the
     store keeps its own log id (a move is not a copy: the new log is another log)."""
-    found = Checked(fold=OpenFold() if fork else None)
+    found = Checked()
+    found.fold = found.deployments if fork else None
 
     def batches() -> Iterator[list[Imported]]:
         pending: list[Imported] = []
@@ -186,6 +188,18 @@ def load(
                 " copies of a log would each run its deployments. To move a log, export it with"
                 " `rollouts log export --seal` (its source then refuses writes); to start a new log from"
                 " this copy while the source goes on, import it with --fork (its open deployments fail)"
+            )
+        running = found.deployments.active()
+        if not fork and running:
+            # `log export --seal` refuses to seal such a log: this seal was made otherwise (a seal line is
+            # no secret: anyone can append one, chained, to a backup), and a move of it would leave two
+            # live copies, each holding the same claims
+            config, revision = running[0]
+            raise ImportRefused(
+                f"the export of log {found.log_id} ends with a seal while {config} revision {revision}"
+                f" {'and others are' if len(running) > 1 else 'is'} Pending or Running, which"
+                " `rollouts log export --seal` refuses: it is not a move. To start a new log from this copy,"
+                " import it with --fork (its open deployments fail)"
             )
 
     def tail(read: Reader) -> list[StoredEvent]:
@@ -239,8 +253,7 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
         found.versions[stream] = version
         kind = topic_parts(topic)[0]
         found.last = (kind, expected["type"], expected["data"])
-        if found.fold is not None:
-            found.fold.feed(stream, kind, expected["type"], expected["data"])
+        found.deployments.feed(stream, kind, expected["type"], expected["data"])
         yield event
 
 

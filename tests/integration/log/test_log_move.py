@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,6 +145,31 @@ def test_a_sealed_log_refuses_writes_and_claims_and_its_move_runs_the_deployer_o
     assert audited(rollouts_on) and audited(target)
 
 
+def forged_seal(last: dict) -> dict:
+    """A seal line for the log of export line `last`, chained after it, as anyone can append one to a backup."""
+    from rollouts.adapters import chain
+
+    stream, topic, at = str(uuid.uuid4()), "domain.log:LogSeal.Sealed", last["timestamp"]
+    data = {"log_id": last["log_id"], "head": last["position"], "head_hash": last["hash"], "reason": None}
+    meta = {"actor": "mallory@test", "os_user": "mallory", "correlation_id": uuid.uuid4().hex}
+    stamp = {"_type_": "datetime_iso", "_data_": at}
+    document = {"timestamp": stamp, "originator_topic": "domain.log:LogSeal", **data, "meta": meta}
+    state = json.dumps(document, separators=(",", ":"))
+    return {
+        "position": last["position"] + 1,
+        "stream": stream,
+        "stream_version": 1,
+        "type": "Sealed",
+        "timestamp": at,
+        "data": data,
+        "meta": meta,
+        "hash": chain.link(last["hash"], stream, 1, topic, state.encode()),
+        "log_id": last["log_id"],
+        "topic": topic,
+        "state": state,
+    }
+
+
 def test_a_seal_is_refused_while_a_deployment_runs_and_a_fork_fails_it(
     rollouts_on: Rollouts, target: Rollouts, tmp_path: Path
 ) -> None:
@@ -169,6 +195,13 @@ def test_a_seal_is_refused_while_a_deployment_runs_and_a_fork_fails_it(
             time.sleep(0.2)
         controller.terminate()
         controller.wait(30)
+    # The refused seal, forged on the backup: not a move either (a move of it left two live copies)
+    lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    (tmp_path / "sealed.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*lines, forged_seal(lines[-1])]))
+    moved = target.sh("log", "import", str(tmp_path / "sealed.jsonl"))
+    assert moved.exit_code == 1 and moved.stderr.count("\n") == 1, moved
+    assert "ends with a seal while app revision 1 is Pending or Running" in moved.stderr and "--fork" in moved.stderr
+    assert made_nothing(target)
     forked = target.sh("log", "import", "--fork", str(tmp_path / "log.jsonl"))
     assert forked.exit_code == 0, forked.stderr
     row = latest_row(target)
