@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from rollouts.adapters.cli import JOINERS
 from rollouts.adapters.documents import json_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,14 +40,17 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
 
 
 def cell(value: Any) -> str:
-    """`value` as one line of a table or a detail view: None as <none>, a line break or a control character
-    as a space (a message of several lines must not pass for more fields)."""
+    """`value` as one line of a table or a detail view: None as <none>, a line break or any other character
+    that is not printable as a space, runs of them as one (a message of several lines must not pass for
+    more fields, nor a reason written by anyone send escape sequences to the terminal that reads it)."""
     if value is None:
         return "<none>"
     if isinstance(value, dict | list):
         return json.dumps(value, separators=(",", ":"))
     text = str(value)
-    return text if text.isprintable() else " ".join(text.split())  # one line per row; else as it is
+    if text.isprintable():
+        return text
+    return " ".join("".join(c if c.isprintable() or c in JOINERS else " " for c in text).split())
 
 
 def show(rows: Sequence[dict[str, Any]], columns: Sequence[str], output: str, empty: str) -> None:

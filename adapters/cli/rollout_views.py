@@ -77,7 +77,7 @@ def _revision_detail(row: dict[str, Any]) -> None:
         label = documents.SHOWN_AS.get(key, key).replace("_", " ").capitalize()
         click.echo(f"{label + ':':<13}{cell(row[key])}")
     if row["needs_approval"]:
-        click.echo(f"{'Approval:':<13}{'by ' + row['approved_by'] if row['approved_by'] else 'waiting'}")
+        click.echo(f"{'Approval:':<13}{'by ' + cell(row['approved_by']) if row['approved_by'] else 'waiting'}")
     click.echo(f"{'Command:':<13}{json.dumps(spec['command'])}")
     click.echo(f"{'Env:':<13}{json.dumps(spec['env'])}")
     if spec.get("pass_env"):

@@ -312,6 +312,25 @@ def test_demo_on_a_terminal_with_no_color_has_no_escape_sequence(rollouts: Rollo
     assert not STYLE.search(out), out[:2000]  # (a progress bar still hides and shows the cursor)
 
 
+def test_free_text_reaches_a_terminal_without_its_control_characters(rollouts: Rollouts) -> None:
+    """A reason anyone may write (a freeze's, a rollout's, a sink's URL) holds escape sequences: set a
+    window's title, clear the screen, write the clipboard (OSC 52). The tables and lines that show them
+    to another operator's terminal show spaces in their place, and every printable character as it is."""
+    sequences = "\x1b]0;pwned\x07\x1b[2J\x1b]52;c;ZWNobyBwd25lZA==\x07"
+    ok(rollouts.sh("config", "create", "web", "--", "true"))
+    ok(rollouts.sh("freeze", "web", "--reason", f"x{sequences}y"))
+    ok(rollouts.sh("rollout", "latest", "web", "--reason", f"m{sequences}n"))
+    ok(rollouts.sh("notify", "add", "ops", "--url", f"http://127.0.0.1:1/{sequences}"))
+    env = {**rollouts.env, "NO_COLOR": "1"}  # (no style of click's own either)
+    for command in (("rollout", "status", "web"), ("rollout", "history", "web"), ("notify", "list")):
+        out = on_a_terminal([sys.executable, "-m", "rollouts", *command], env)
+        assert b"\x1b" not in out and b"\x07" not in out, (command, out)
+    status = on_a_terminal([sys.executable, "-m", "rollouts", "rollout", "status", "web"], env)
+    assert b"x ]0;pwned [2J ]52;c;ZWNobyBwd25lZA== y" in status  # the printable rest, a space for each run
+    history = on_a_terminal([sys.executable, "-m", "rollouts", "rollout", "history", "web", "--revision", "1"], env)
+    assert b"m ]0;pwned" in history and b"\x1b" not in history
+
+
 # -- logs -f on a deployment nothing moves -----------------------------------------------------
 
 

@@ -94,6 +94,8 @@ def test_an_actor_that_could_pass_for_other_output_is_refused(rollouts: Rollouts
         shown = rollouts.sh("--as", name, "config", "create", f"web{n}", "--", "true")
         assert shown.exit_code == 0, shown
     assert [e["actor"] for e in json.loads(rollouts.sh("events", "-o", "json").stdout)] == names
+    table = rollouts.sh("events").stdout  # and a table shows them whole, joiners kept
+    assert all(name in table for name in names), table
 
 
 def test_a_default_actor_that_could_pass_for_other_output_is_refused(rollouts: Rollouts) -> None:
