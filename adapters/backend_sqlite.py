@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rollouts.adapters.backend import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable, dashed
 from rollouts.adapters.home import Home, private_file
 from rollouts.adapters.store_url import SQLiteInHome
+from rollouts.projections.records import UndecodableEvent
 from rollouts.projections.source import SQLiteLog
 
 if TYPE_CHECKING:
@@ -107,7 +108,11 @@ class SQLiteBackend:
         if len(ids) > MEMO_IDS:
             ids.clear()
         new = tuple.__new__
-        return [new(Row, (n, ids.get(o) or ids.setdefault(o, dashed(o)), v, t, s)) for n, o, v, t, s in rows]
+        try:
+            return [new(Row, (n, ids.get(o) or ids.setdefault(o, dashed(o)), v, t, s)) for n, o, v, t, s in rows]
+        except (TypeError, AttributeError) as error:  # an id edited to another type (a BLOB, a number): not a stream
+            odd = next((n for n, o, *_ in rows if type(o) is not str), rows[0][0])
+            raise UndecodableEvent(f"the event at position {odd}", error) from None
 
     def rebuild_log(self, recorder: Any) -> Log:
         """The log's SQLite file, for projections to read with SQLite itself (not when in memory)."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rollouts.domain.audit_rules import TYPES, RuleEvent
 from rollouts.domain.errors import NotFound
 from rollouts.domain.freeze_rules import ALL_ID
-from rollouts.projections.records import document, fields
+from rollouts.projections.records import UndecodableEvent, document, fields
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -75,7 +75,10 @@ def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
     page = f" LIMIT {int(only.limit)}" if only.limit is not None else ""
     rows = list(db.query(f"SELECT * FROM events {where} ORDER BY position{page}", args))
     for row in rows:
-        row["data"] = document(row["data"])[1]
+        try:
+            row["data"] = document(row["data"])[1]
+        except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSON, yet not an event's document
+            raise UndecodableEvent(f"the event at position {row['position']}", error) from None
         meta = row["data"].get("meta") or {}
         row["os_user"] = meta.get("os_user")  # null for events written before it
         row["db_user"] = meta.get("db_user")  # null on SQLite, and for events written before it

@@ -182,6 +182,8 @@ class Wanted(dict[str, Any]):
         self.skipped: list[str] = []  # the topics seen that no fold wants
 
     def __missing__(self, topic: str) -> Any:
+        if not isinstance(topic, str):  # a row edited to hold a NULL or a number: decoded, so that it is refused
+            return self.full
         kind, type_ = topic_parts(topic)
         wanting = [f for f in self.folds if f.wants(kind, type_)]
         how = (self.full if any(f.needs_data(kind, type_) for f in wanting) else self.stamped) if wanting else None

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from rollouts.projections.records import Record
+from rollouts.projections.records import Record, UndecodableEvent
 from rollouts.projections.source import SQLiteLog
 
 MEMO_IDS = 5_000  # stream ids dashed and kept: a batch's events share them
@@ -53,7 +53,11 @@ class LogFile:
         for n, o, v, t, s in rows:
             make = wanted[t]
             if make is not None:
-                made.append(make(n, ids.get(o) or ids.setdefault(o, dashed(o)), v, t, s))
+                try:
+                    stream = ids.get(o) or ids.setdefault(o, dashed(o))
+                except (TypeError, AttributeError) as error:  # an id edited to another type (a BLOB, a number)
+                    raise UndecodableEvent(f"the event at position {n}", error) from None
+                made.append(make(n, stream, v, t, s))
         return made
 
     def read(self, after: int, limit: int) -> list[Row]:

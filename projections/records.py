@@ -112,9 +112,9 @@ def record(position: int, stream: str, version: int, topic: str, state: bytes | 
     try:
         text = state if isinstance(state, str) else state.decode()
         stamp, data = document(text)
+        kind, type_ = _TOPICS.get(topic) or topic_parts(topic)
     except (ValueError, KeyError, TypeError, AttributeError) as error:  # not UTF-8, not JSON, not an event's
         raise UndecodableEvent(f"the event at position {position}", error) from None
-    kind, type_ = _TOPICS.get(topic) or topic_parts(topic)
     return _new(Record, (position, stream, version, kind, type_, stamp, data, text))
 
 
@@ -132,10 +132,10 @@ def record_stamped(position: int, stream: str, version: int, topic: str, state: 
     """`record(...)` without its data (see decode_stamped)."""
     try:
         text = state if isinstance(state, str) else state.decode()
-    except UnicodeDecodeError as error:
+        kind, type_ = _TOPICS.get(topic) or topic_parts(topic)
+    except (UnicodeDecodeError, TypeError, AttributeError) as error:  # not UTF-8; a NULL or a number (edited)
         raise UndecodableEvent(f"the event at position {position}", error) from None
     end = text.find('"', _AFTER_STAMP) if text.startswith(_STAMPED) else -1
     if end < 0 or "\\" in text[_AFTER_STAMP:end]:
         return record(position, stream, version, topic, state)._replace(data={})
-    kind, type_ = _TOPICS.get(topic) or topic_parts(topic)
     return _new(Record, (position, stream, version, kind, type_, text[_AFTER_STAMP:end], {}, text))

@@ -86,6 +86,37 @@ def test_an_event_that_cannot_be_decoded_is_exit_5_naming_it_and_pointing_to_log
     assert deployed.sh("log", "verify").exit_code == 1  # which does say where
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param("originator_id = CAST(originator_id AS BLOB)", id="id a blob"),
+        pytest.param("state = NULL", id="state null"),
+        pytest.param("state = 5", id="state a number"),
+        pytest.param("topic = NULL", id="topic null"),
+    ],
+)
+def test_a_column_edited_to_another_type_is_a_break_for_log_verify_and_damage_for_the_rest(
+    deployed: Rollouts, change: str
+) -> None:
+    """`log verify` says where (exit 1), and `audit` that the log is damaged (exit 5): both crashed (exit 70)
+    on a BLOB id, a NULL or a number, as the commands that fold the log did. Those answer, or say the log is
+    damaged where they decode the event (a rebuild's SQLite copies the audit rows of what it does not decode)."""
+    position = 4
+    with sqlite3.connect(deployed.home / "events.db") as db:
+        assert db.execute(f"UPDATE stored_events SET {change} WHERE rowid = ?", (position,)).rowcount == 1
+    before = deployed.event_count()
+    verified = deployed.sh("log", "verify")
+    assert verified.exit_code == 1 and f"BROKEN at position {position}: " in verified.stdout, verified
+    line = one_error_line(deployed.sh("audit"), STORE)
+    assert f"the event at position {position} cannot be decoded" in line and "rollouts log verify" in line, line
+    for args in (("projections", "rebuild"), ("events",), ("rollout", "history", "web")):
+        result = deployed.sh(*args)
+        if result.exit_code != 0:
+            assert "cannot be decoded" in one_error_line(result, STORE), result
+    assert deployed.event_count() == before
+    assert not list((deployed.home / "runtime").glob("crash-*"))
+
+
 def crash_in(monkeypatch: pytest.MonkeyPatch, target: str) -> None:
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom: an invariant broke")
