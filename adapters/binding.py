@@ -84,8 +84,14 @@ def path_in(runtime: Path) -> Path:
 def load(runtime: Path) -> Binding | None:
     try:
         data = json.loads(path_in(runtime).read_text())
-        found = data.get("hash")
-        return Binding(data.get("log_id"), int(data["seen"]), None if found is None else str(found))
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON {type(data).__name__}, not an object")
+        found, seen, log_id = data.get("hash"), data["seen"], data.get("log_id")
+        if type(seen) is not int or seen < 0:  # (1e999, a float, true, text: not a position)
+            raise ValueError(f"seen is {seen!r}, not a position")
+        if not isinstance(log_id, str | None) or not isinstance(found, str | None):
+            raise TypeError("log_id and hash must be text")
+        return Binding(log_id, seen, found)
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as error:

@@ -211,12 +211,20 @@ def test_rebind_stops_a_deployer_that_runs_for_a_history_that_is_gone(rollouts: 
     assert rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
 
 
-def test_an_unreadable_binding_is_repaired_by_the_rebind_its_error_points_to(rollouts: Rollouts) -> None:
-    """The refusal says "run 'rollouts home rebind'"; that command must then work, not refuse the same way."""
+@pytest.mark.parametrize(
+    "text", ["garbage", "[]", '{"log_id": null, "seen": 1e999}', '{"log_id": null, "seen": true}', '{"seen": "3"}']
+)
+def test_an_unreadable_binding_is_repaired_by_the_rebind_its_error_points_to(rollouts: Rollouts, text: str) -> None:
+    """The refusal says "run 'rollouts home rebind'"; that command must then work, not refuse the same way.
+    JSON that is not a binding's (a list, a seen position that is no whole number) is as unreadable: it
+    crashed every command (exit 70)."""
     assert rollouts.sh("config", "create", "web", "--", "true").exit_code == 0
-    (rollouts.home / "runtime" / "binding.json").write_text("garbage")
+    (rollouts.home / "runtime" / "binding.json").write_text(text)
     refused = rollouts.sh("rollout", "latest", "web")
     assert refused.exit_code == 5 and "home rebind" in refused.stderr, refused
+    for reading in (("log", "verify"), ("events",)):
+        said = rollouts.sh(*reading)
+        assert said.exit_code in (0, 1, 5) and "internal error" not in said.stderr, said
     planned = rollouts.sh("home", "rebind", "--dry-run")
     assert planned.exit_code == 0 and "was an unreadable binding" in planned.stdout, planned
     rebound = rollouts.sh("home", "rebind")
