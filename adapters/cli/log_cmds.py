@@ -120,7 +120,11 @@ def _checkpoint(text: Any, pubkey: Any) -> Any:
         return None
     signing = _signing()
     try:
-        return signing.verified(text.read(), signing.public_key(pubkey.read()))
+        key = signing.public_key(pubkey.read())
+    except signing.CheckpointError as error:  # the wrong file given (a private key, say): not a broken log
+        raise click.BadParameter(f"{pubkey.name}: {error}", param_hint="--pubkey") from None
+    try:
+        return signing.verified(text.read(), key)
     except signing.CheckpointError as error:
         raise click.exceptions.Exit(_refused(f"checkpoint {text.name}: {error}")) from None
     except UnicodeDecodeError:

@@ -108,11 +108,17 @@ def test_a_forged_or_foreign_checkpoint_is_refused(rollouts: Rollouts, tmp_path:
 
 
 def test_bad_keys_and_half_options_are_usage_errors(rollouts: Rollouts, tmp_path: Path) -> None:
+    """A key file that is not the right key is the caller's mistake (exit 2), never a BROKEN log (exit 1)."""
     rsa, _ = keys(tmp_path, "rsa", "rsa")
+    private, public = keys(tmp_path)
     history(rollouts)
+    (tmp_path / "cp").write_text(rollouts.sh("log", "checkpoint", "--key", str(private)).stdout)
+    checkpoint = ["log", "verify", "--checkpoint", str(tmp_path / "cp"), "--pubkey"]
     for args, why in (
         (["log", "checkpoint", "--key", str(rsa)], "not an Ed25519 key"),
         (["log", "verify", "--checkpoint", str(rsa)], "--checkpoint and --pubkey go together"),
+        ([*checkpoint, str(private)], "not a PEM public key"),  # the private key, by mistake
+        ([*checkpoint, str(tmp_path / "cp")], "not a PEM public key"),
     ):
         refused = rollouts.sh(*args)
         assert refused.exit_code == 2 and why in refused.stderr and "Traceback" not in refused.stderr
