@@ -82,7 +82,9 @@ class Refold:
             return build.build(bounded, projections, paths, head, self.log_id, build.REBUILD_BATCH, indexes=False)
 
     def db(self, name: str) -> sqlite_utils.Database:
-        """The folded view `name`, read-only."""
+        """The folded view `name`, read-only (a view of the worker's once it is done)."""
+        if name != "audit":
+            self._wait()
         if name not in self._dbs:
             path = Path(self._folder.name) / f"{name}.db"
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)

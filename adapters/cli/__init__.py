@@ -22,7 +22,7 @@ COMMANDS = {
     "rollout": ("rollouts.adapters.cli.rollout_cmds", "rollout", "Trigger, cancel, retry, undo and watch rollouts."),
     "freeze": ("rollouts.adapters.cli.freeze_cmds", "freeze", "Stop claims of configs' deployments for a while."),
     "unfreeze": ("rollouts.adapters.cli.freeze_cmds", "unfreeze", "Lift a freeze: deployments may be claimed again."),
-    "events": ("rollouts.adapters.cli.audit_cmds", "events", "List the events of the log, filtered."),
+    "events": ("rollouts.adapters.cli.events_cmds", "events", "List the events of the log, filtered."),
     "audit": ("rollouts.adapters.cli.audit_cmds", "audit", "Check the whole history for broken invariants."),
     "home": ("rollouts.adapters.cli.home_cmds", "home", "Bind the home to the log as it is now (after a restore)."),
     "log": ("rollouts.adapters.cli.log_cmds", "log", "Verify, checkpoint, export and import the event log."),

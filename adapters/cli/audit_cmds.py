@@ -1,4 +1,4 @@
-"""`rollouts events` and `rollouts audit`: the history from the audit view, the invariants from the log."""
+"""`rollouts audit`: the invariants checked on the log's own fold, the views and the runtime held to it."""
 
 from __future__ import annotations
 
@@ -6,86 +6,18 @@ from typing import Any
 
 import click
 
-from rollouts.adapters import event_documents
 from rollouts.adapters.cli import completion
-from rollouts.adapters.cli.output import emit_json, output_option, show
-from rollouts.adapters.cli.params import iso_utc, valid_name
+from rollouts.adapters.cli.output import emit_json, output_option
+from rollouts.adapters.cli.params import valid_name
 from rollouts.adapters.cli.state import State, pass_reader
-from rollouts.adapters.cli.types import POSITION, REVISION, Whole
-from rollouts.adapters.event_documents import type_problem
 from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.runtime_check import runtime_breaks
 from rollouts.adapters.snapshot_check import snapshot_breaks
 from rollouts.adapters.verify import seen_by_home, verify_log
 from rollouts.domain.audit_rules import audit_rules
 from rollouts.projections import audit_queries
 from rollouts.projections.rebuild import paused_gc
 from rollouts.projections.refold import Refold
-
-EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
-
-
-@click.command()
-@click.argument("name", required=False, callback=valid_name, shell_complete=completion.configs)
-@click.option("--revision", type=REVISION, help="Only events about this version (needs NAME).")
-@click.option("--type", "type_", help="Only events of this type, e.g. DeployerClaimed.")
-@click.option(
-    "--since", metavar="ISO", callback=iso_utc, help="Only events at or after this ISO time (UTC if no offset)."
-)
-@click.option("--actor", help="Only events caused by this actor.")
-@click.option("--after", type=POSITION, help="Only events after this position (paging).")
-@click.option("--until", type=POSITION, help="Only events up to this position.")
-@click.option("--limit", type=Whole(1), help="At most this many events (the first ones).")
-@output_option
-@pass_reader
-def events(
-    state: State,
-    name: str | None,
-    revision: int | None,
-    type_: str | None,
-    since: str | None,
-    actor: str | None,
-    after: int | None,
-    until: int | None,
-    limit: int | None,
-    output: str,
-) -> None:
-    """List the events of the log in order, with who caused each.
-
-    Page through a long log with --after and --limit: the next page starts
-    after the last position printed, with no gap and no repeat.
-
-    \b
-    Example:
-      rollouts events web --revision 2
-      rollouts events --type DeployerLost --since 2026-11-01
-      rollouts events --actor alice@laptop -o json
-      rollouts events --after 1000 --limit 100 -o json
-    """
-
-    if revision is not None and name is None:
-        raise click.UsageError("--revision needs a config NAME")
-    if after is not None and until is not None and until < after:
-        raise click.BadParameter("--until is before --after", param_hint="--until")
-    store = state.read("audit")
-    head = store.source.head()
-    for flag, position in (("--after", after), ("--until", until)):
-        if position is not None and position > head:
-            raise click.BadParameter(f"position {position} is beyond the head of the log ({head})", param_hint=flag)
-    only = audit_queries.EventFilter(
-        config=name, revision=revision, type=type_, actor=actor, since=since, after=after, until=until, limit=limit
-    )
-    if type_ is not None:
-        _known_type(store.db("audit"), type_)
-    rows = event_documents.events(store.db("audit"), only)
-    show(rows, EVENT_COLUMNS, output, "No events.")
-
-
-def _known_type(db: Any, type_: str) -> None:
-    """`--type` names an event type the domain records, or one the log holds (a usage error otherwise)."""
-
-    problem = type_problem(db, type_)
-    if problem is not None:
-        raise click.BadParameter(problem, param_hint="--type")
 
 
 @click.command()
@@ -104,8 +36,10 @@ def audit(state: State, name: str | None, output: str) -> None:
     the log folds to; one that differs (edited, or left by other code) is
     named: rebuild it with `rollouts projections rebuild`. I8: the hash
     chain holds (as `rollouts log verify` checks it, the head this home has
-    seen included). G1: no claim while its config was frozen (by name or by
-    --all): a freeze holds from its event until an unfreeze, while the
+    seen included), and each run this home's runtime started for a claim is
+    what the log's spec calls for (an event changed, run and put back). G1:
+    no claim while its config was frozen (by name or by --all): a freeze
+    holds from its event until an unfreeze, while the
     claim's timestamp is before --until. G2: no claim of an attempt that
     needed an approval and had none, and no approval by the actor who asked
     for the attempt.
@@ -129,8 +63,10 @@ def audit(state: State, name: str | None, output: str) -> None:
     try:
         total, violations = _rules(refold.db("audit"), name)
         differing = [] if live is None else refold.differing(live)
+        ran = runtime_breaks(state.home.runtime, recorder.log_id(), refold.db("history"))
     finally:
         refold.close()
+    violations += [v for v in ran if name is None or v["config"] == name]
     violations += breaks + [_view_violation(d) for d in differing]
     violations.sort(key=lambda v: v["position"])
     views = [d.as_dict() for d in differing]

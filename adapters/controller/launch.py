@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rollouts.domain.deployment import Deployment
 from rollouts.domain.step import DEPLOYER, VERIFY
+
+if TYPE_CHECKING:
+    from rollouts.domain.spec import Spec
 
 # Taken from the controller's environment for every deployer and hook; nothing else is, unless named.
 INHERITED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TERM"})
@@ -49,13 +53,23 @@ def launch_spec(deployment: Deployment, controller_names: Iterable[str], cwd: st
         "ROLLOUT_WEIGHT": str(weights[min(index, len(weights)) - 1]),
     }
     passed = sorted({*inherited(controller_names), *spec.pass_env} - set(env))
+    argv = command_of(spec, kind, f"revision {deployment.revision}")
     if kind == DEPLOYER:
-        return Launch(list(spec.command), env, passed)
+        return Launch(argv, env, passed)
+    if kind == VERIFY:
+        return Launch(argv, {**env, "ROLLOUT_VERIFY": str(deployment.step.try_)}, passed)
+    return Launch(argv, {**env, "ROLLOUT_HOOK": kind}, passed)
+
+
+def command_of(spec: Spec, kind: str, what: str) -> list[str]:
+    """The argv a run of `kind` (deployer, verify, pre or post) starts with under `spec` (of `what`)."""
+    if kind == DEPLOYER:
+        return list(spec.command)
     if kind == VERIFY:
         if spec.verify is None:
-            raise ValueError(f"revision {deployment.revision} has no verification")
-        return Launch(list(spec.verify), {**env, "ROLLOUT_VERIFY": str(deployment.step.try_)}, passed)
+            raise ValueError(f"{what} has no verification")
+        return list(spec.verify)
     hook = spec.hook(kind)
     if hook is None:
-        raise ValueError(f"revision {deployment.revision} has no {kind} hook")
-    return Launch(list(hook.command), {**env, "ROLLOUT_HOOK": kind}, passed)
+        raise ValueError(f"{what} has no {kind} hook")
+    return list(hook.command)

@@ -15,7 +15,7 @@ from rollouts.adapters.bootstrap import open_app
 from rollouts.domain import ids
 from tests.conftest import Rollouts
 from tests.integration.log.test_audit_fold import audited, view_file
-from tests.integration.log.test_hash_chain import history
+from tests.integration.log.test_hash_chain import Log, history
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
@@ -137,3 +137,40 @@ def test_a_stream_id_written_another_way_breaks_the_chain(rollouts: Rollouts) ->
     assert verified.exit_code == 1 and f"BROKEN at position {position}: hash mismatch" in verified.stdout, verified
     found = audited(rollouts, 1)
     assert (position, "I8") in [(v["position"], v["rule"]) for v in found["violations"]]
+
+
+def test_an_event_changed_while_a_controller_ran_it_and_put_back_fails_audit(rollouts_on: Rollouts) -> None:
+    """Someone who can write the store changes a deployment's Created event (its command), lets a controller
+    run it, and puts the event back: the chain holds again and every view folds to the event as it was. The
+    home's runtime kept what was started, out of the store's reach: `audit` holds it to the log's spec."""
+    r = rollouts_on
+    assert r.sh("config", "create", "web", "--", "sh", "-c", "echo good").exit_code == 0
+    assert r.sh("rollout", "latest", "web").exit_code == 0
+    (created,) = json.loads(r.sh("events", "web", "--type", "Created", "-o", "json").stdout)
+    store = Log(r)
+
+    def replace(old: str, new: str) -> None:
+        store.execute(
+            "UPDATE stored_events SET state = CAST(REPLACE(CAST(state AS TEXT), ?, ?) AS BLOB) WHERE rowid = ?",
+            "UPDATE rollouts_events SET state = convert_to(replace(convert_from(state, 'UTF8'), ?, ?), 'UTF8')"
+            " WHERE notification_id = ?",
+            old,
+            new,
+            created["position"],
+        )
+
+    replace("echo good", "echo EVIL")
+    ran = r.sh("controller", "run", "--until-idle", "--timeout", "30", "-q")
+    assert ran.exit_code == 0, ran
+    assert r.sh("logs", "web").stdout.strip() == "EVIL"  # what the changed event said ran
+    replace("echo EVIL", "echo good")
+    assert r.sh("log", "verify").exit_code == 0  # the chain holds again: the log alone cannot tell
+    assert [v["rule"] for v in audited(r, 1)["violations"]] == ["I8", "I5"]  # the views folded the change
+    assert r.sh("projections", "rebuild").exit_code == 0  # as audit then says to: the views are the log's again
+    found = audited(r, 1)
+    assert [(v["rule"], v["config"], v["version"]) for v in found["violations"]] == [("I8", "web", 1)]
+    message = found["violations"][0]["message"]
+    assert 'web-1-deploy-1 ran ["sh", "-c", "echo EVIL"] where the log\'s spec says' in message, message
+    assert r.sh("rollout", "latest", "web", "--supersede").exit_code == 0
+    assert r.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert len(audited(r, 1)["violations"]) == 1  # the first run's trace stays; the second run is the spec's

@@ -1,0 +1,83 @@
+"""What a home's runtime started, held to what the log calls for (I8, for `audit`).
+
+Someone who can write the store can change an event, let a controller act on it, and put the event
+back: the chain then holds again, and every view folds to the event as it was. The runtime keeps
+what it started (argv, the env stored for it, the names passed from the controller's environment),
+in the home, out of the store's reach: a run the log's spec does not account for is that change's
+trace. Rows of another log, rows from before claims were recorded and pruned rows (no argv) are
+not compared.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from rollouts.adapters.controller.launch import command_of, inherited
+from rollouts.adapters.runtime.port import claim_parts
+from rollouts.domain.spec import Spec
+
+ROWS = (
+    "SELECT name, config, revision, argv, env, pass_env, claim FROM deployers"
+    " WHERE argv IS NOT NULL AND claim IS NOT NULL ORDER BY created_at, name"
+)
+RUN = (
+    "SELECT d.spec, s.kind FROM steps AS s JOIN deployments AS d ON d.config = s.config AND d.revision = s.revision"
+    " WHERE s.name = ?"
+)
+OURS = ("PWD", "ROLLOUT_")  # the variables a run gets besides its spec's env (launch.launch_spec, the executor)
+
+
+def runtime_breaks(runtime: Path, log_id: str | None, history: Any) -> list[dict[str, Any]]:
+    """The runs of `runtime` (a home's runtime folder) made for claims of log `log_id` whose argv,
+    env or passed names differ from what the spec of their deployment, as `history` (the log's fold
+    of the history view) holds it, says: as `audit` violations."""
+    path = runtime / "runtime.db"
+    if log_id is None or not path.is_file():
+        return []
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(ROWS).fetchall()
+    except sqlite3.Error:  # no table yet, or one from before claims were recorded
+        return []
+    finally:
+        conn.close()
+    found = []
+    for name, config, revision, argv, env, pass_env, claim in rows:
+        parts = claim_parts(claim)
+        if parts is None or parts[0] != log_id:
+            continue
+        run = history.execute(RUN, (name,)).fetchone()
+        if run is None:  # a run this log's fold does not name: the claim check (I7) is what keeps it out
+            continue
+        problem = _differs(run[0], run[1], name, argv, env, pass_env)
+        if problem is not None:
+            found.append(
+                {"position": parts[1], "config": config, "version": revision, "rule": "I8", "message": problem}
+            )
+    return found
+
+
+def _differs(spec_text: str, kind: str, name: str, argv: str, env: str | None, pass_env: str | None) -> str | None:
+    """Why the run `name` is not what `spec_text` calls for, if it is not."""
+    try:
+        spec = Spec.model_validate(json.loads(spec_text))
+        wanted = command_of(spec, kind, name)
+    except ValueError:  # (pydantic's errors are ValueErrors) a spec the controller could not have run
+        return None
+    trace = "an event it was started from was changed in the store, and put back"
+    ran = json.loads(argv)
+    if ran != wanted:
+        return f"{name} ran {json.dumps(ran)} where the log's spec says {json.dumps(wanted)}: {trace}"
+    odd = []
+    if env is not None:  # (None: a row from before pass_env, its env forgotten)
+        stored = json.loads(env)
+        same = {k for k, v in stored.items() if spec.env.get(k) == v or k.startswith(OURS)}
+        odd += sorted({*spec.env, *stored} - same)
+    passed = json.loads(pass_env) if pass_env else []
+    odd += sorted(n for n in passed if n not in spec.pass_env and not inherited([n]))
+    if odd:
+        return f"{name} ran with {', '.join(odd)} set otherwise than the log's spec says: {trace}"
+    return None
