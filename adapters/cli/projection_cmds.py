@@ -9,7 +9,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from rollouts.adapters.cli.output import emit_json, output_option, show, table
-from rollouts.adapters.cli.state import State, pass_reader, pass_state
+from rollouts.adapters.cli.state import State, pass_reader, pass_state, require_a_log
 from rollouts.projections import files
 from rollouts.projections.diff import Bounded, differences
 from rollouts.projections.registry import BY_NAME
@@ -66,6 +66,7 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
     """
 
     chosen = projections_named(names)
+    require_a_log(state)  # a mistyped --home is not a new, empty log to rebuild (nor bind its views to)
     state.require_bound()  # the live views of a log that went back are rebuilt only by `home rebind`
     store = state.projections
     # In place, every projection is fed from one read of the log; shadows are built one by one.

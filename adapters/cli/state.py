@@ -268,16 +268,21 @@ def pass_log_reader(f: Callable[..., Any]) -> Callable[..., Any]:
     mistyped home would pass for a real one): NotFound."""
 
     def log_only(state: State, *args: Any, **kwargs: Any) -> Any:
-
-        if state.scratch is None and state.store_has_no_log():
-            if state.backend.shared:
-                raise NotFound(f"{state.store_shown()} holds no log: there is no log to read (give --home or --store)")
-            where = "holds no event log (events.db)" if state.home.path.exists() else "does not exist"
-            raise NotFound(f"home {state.home.path} {where}: there is no log to read (give --home or --store)")
+        if state.scratch is None:
+            require_a_log(state)
         state.reading()
         return healing(state, f, *args, **kwargs)
 
     return pass_state(update_wrapper(log_only, f))
+
+
+def require_a_log(state: State) -> None:
+    """NotFound where there is no log (see pass_log_reader), before anything is created."""
+    if state.store_has_no_log():
+        if state.backend.shared:
+            raise NotFound(f"{state.store_shown()} holds no log: there is no log to read (give --home or --store)")
+        where = "holds no event log (events.db)" if state.home.path.exists() else "does not exist"
+        raise NotFound(f"home {state.home.path} {where}: there is no log to read (give --home or --store)")
 
 
 HEALS = 3  # times a read command heals views broken under it and is asked again

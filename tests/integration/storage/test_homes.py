@@ -59,11 +59,14 @@ def test_a_read_on_a_missing_home_warns_answers_as_an_empty_log_and_creates_noth
     assert list(scratch_tmp.iterdir()) == [], "a read command left files behind"
 
 
-@pytest.mark.parametrize("args", [("log", "verify"), ("log", "verify", "-o", "json"), ("log", "export")])
+@pytest.mark.parametrize(
+    "args", [("log", "verify"), ("log", "verify", "-o", "json"), ("log", "export"), ("projections", "rebuild")]
+)
 def test_the_log_of_a_missing_home_or_folder_is_not_verified_nor_exported_as_an_empty_one(
     rollouts: Rollouts, scratch_tmp: Path, args: tuple[str, ...]
 ) -> None:
-    """An "ok" (with a log id made up on the spot) or an empty export of a mistyped home would pass for a real one."""
+    """An "ok" (with a log id made up on the spot) or an empty export of a mistyped home would pass for a real one;
+    a rebuild there made that log (events.db, a log id), which `log verify` then said ok of."""
     home = rollouts.home.parent / "missing" / "typo"
     result = rollouts.sh("--home", str(home), *args)
     assert (result.exit_code, result.stdout) == (4, ""), result
