@@ -43,7 +43,8 @@ def controller() -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate actions on stderr.")
 @pass_state
 def run(state: State, once: bool, until_idle: bool, interval: float, timeout: float | None, quiet: bool) -> None:
-    """Reconcile deployers with the log until stopped (SIGTERM/Ctrl-C finish the pass, exit 0).
+    """Reconcile deployers with the log until stopped (SIGTERM/Ctrl-C finish the pass, exit 0; with
+    --until-idle, exit 1 if not idle by then).
 
     Each pass catches the projections up, claims the slot for waiting
     deployments, creates deployers for committed claims, turns what the
@@ -115,7 +116,8 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     finally:
         runtime.close()
     if code:
-        click.echo("error: timed out before the controller was idle", err=True)
+        why = "stopped (SIGTERM or Ctrl-C)" if ctl.stopping.is_set() else "timed out"
+        click.echo(f"error: {why} before the controller was idle", err=True)
     sys.stdout.flush()
     raise click.exceptions.Exit(code)
 

@@ -238,7 +238,8 @@ class Controller:
         self.executor.ended.clear()
 
     def run(self, *, once: bool, until_idle: bool, interval: float, timeout: float | None) -> int:
-        """Loop until stopped (exit 0), idle with --until-idle (0), or past --timeout (1 if until-idle)."""
+        """Loop until stopped (exit 0), idle with --until-idle (0), or past --timeout (1 if until-idle); with
+        --until-idle, stopped (SIGTERM, Ctrl-C) before idle is 1 too."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._handle_signals()
         if not once:  # a single pass needs no warming up
@@ -289,10 +290,12 @@ class Controller:
                     raise
                 self.log(f"a view was broken ({error}); rebuilt it, passing again")
                 continue
-            if once or self.stopping.is_set():
+            if once:
                 return 0
             if until_idle and open_count == 0 and acted == 0 and not self._notifying():
                 return 0
+            if self.stopping.is_set():  # with --until-idle, stopped before idle: what it promised did not happen
+                return 1 if until_idle else 0
             if deadline is not None and time.monotonic() >= deadline:
                 return 1 if until_idle else 0
             idle = min(idle + 1, 16) if woke and not acted else 0

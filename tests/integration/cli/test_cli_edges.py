@@ -10,6 +10,7 @@ import pty
 import re
 import select
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -410,3 +411,29 @@ def test_commands_on_a_sqlite_home_do_not_load_the_postgresql_driver(rollouts: R
         done = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True, env=rollouts.env)
         assert done.returncode == 0, done
         assert done.stdout.splitlines()[-1] == "[]", (command, done.stdout)
+
+
+# -- controller run --until-idle, stopped before idle --------------------------------------------
+
+
+@pytest.mark.slow  # real processes
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_until_idle_stopped_before_idle_is_not_a_success(rollouts: Rollouts, signum: int) -> None:
+    """`controller run --until-idle && next-step` must not go on when the job is cancelled while a deployment
+    runs: exit 1, as for --timeout (it exited 0, as if idle). Stopped once idle, or without --until-idle, is 0."""
+    ok(rollouts.sh("config", "create", "slow", "--", "sleep", "30"))
+    ok(rollouts.sh("rollout", "latest", "slow"))
+    proc = rollouts.popen("controller", "run", "--until-idle", "--interval", "0.1", "-q")
+    deadline = time.monotonic() + 30
+    while json.loads(rollouts.sh("rollout", "status", "slow", "-o", "json").stdout)["phase"] != "Running":
+        assert time.monotonic() < deadline and proc.poll() is None, "the deployment never ran"
+        time.sleep(0.2)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert (proc.returncode, err) == (1, "error: stopped (SIGTERM or Ctrl-C) before the controller was idle\n")
+    ok(rollouts.sh("rollout", "cancel", "slow"))  # (its deployer outlived the controller: stopped here)
+    ok(rollouts.sh("controller", "run", "--until-idle", "--timeout", "30", "-q"))
+    daemon = rollouts.popen("controller", "run", "--interval", "0.1", "-q")
+    time.sleep(1)
+    daemon.send_signal(signum)
+    assert daemon.wait(timeout=30) == 0
