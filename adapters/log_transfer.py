@@ -245,6 +245,11 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
         if event["hash"] is None and chained:
             raise ImportRefused(f"{where}: an event without a hash after the chain began")
         if event["hash"] is not None and event["hash"] != computed:
+            if not found.events and event["position"] > 1:  # (the first event of a log chains from zero)
+                raise ImportRefused(
+                    f"{where}: the file starts past the log's first event (an export with --after?), or its"
+                    " first line was changed: a log is imported whole, from `rollouts log export` without --after"
+                )
             raise ImportRefused(f"{where}: the hash does not chain: this line or one before it was changed")
         chained = chained or event["hash"] is not None
         found.events += 1

@@ -167,6 +167,12 @@ def test_export_pages_by_position(rollouts: Rollouts, tmp_path: Path) -> None:
     bad = rollouts.sh("log", "export", "--after", "5", "--until", "2")
     assert bad.exit_code == 2 and bad.stderr.startswith("error:")
     assert rollouts.sh("log", "export", "--after", "-1").exit_code == 2
+    # A page is no log: its import says so, not that a line was changed (as its first hash reads)
+    (tmp_path / "page.jsonl").write_text(rollouts.sh("log", "export", "--after", "3").stdout)
+    target = other(rollouts, tmp_path, "target", None)
+    refused = target.sh("log", "import", "--fork", str(tmp_path / "page.jsonl"))
+    assert refused.exit_code == 1 and "starts past the log's first event" in refused.stderr, refused
+    assert refused.stderr.startswith("error: line 1 (position 4): ") and target.event_count() == 0
 
 
 @pytest.mark.parametrize("at", ["end", "middle"])
