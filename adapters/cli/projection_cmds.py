@@ -66,7 +66,8 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
     """
 
     chosen = projections_named(names)
-    require_a_log(state)  # a mistyped --home is not a new, empty log to rebuild (nor bind its views to)
+    state.refuse_making_a_log()  # a home bound to a log its store no longer holds (exit 5, as for every write)
+    require_a_log(state)  # else a store with no log: a mistyped --home is not a new, empty log to rebuild (exit 4)
     state.require_bound()  # the live views of a log that went back are rebuilt only by `home rebind`
     store = state.projections
     # In place, every projection is fed from one read of the log; shadows are built one by one.
