@@ -27,7 +27,6 @@ RUN = (
     "SELECT d.spec, s.kind FROM steps AS s JOIN deployments AS d ON d.config = s.config AND d.revision = s.revision"
     " WHERE s.name = ?"
 )
-OURS = ("PWD", "ROLLOUT_")  # the variables a run gets besides its spec's env (launch.launch_spec, the executor)
 
 
 def runtime_breaks(runtime: Path, log_id: str | None, history: Any) -> list[dict[str, Any]]:
@@ -74,7 +73,9 @@ def _differs(spec_text: str, kind: str, name: str, argv: str, env: str | None, p
     odd = []
     if env is not None:  # (None: a row from before pass_env, its env forgotten)
         stored = json.loads(env)
-        same = {k for k, v in stored.items() if spec.env.get(k) == v or k.startswith(OURS)}
+        # Besides its spec's env, a run gets PWD (the controller's directory, unless the spec sets it) and
+        # ROLLOUT_* (which spec.py refuses in a spec's env): launch.launch_spec, the executor
+        same = {k for k, v in stored.items() if spec.env.get(k) == v or k == "PWD" or k.startswith("ROLLOUT_")}
         odd += sorted({*spec.env, *stored} - same)
     passed = json.loads(pass_env) if pass_env else []
     odd += sorted(n for n in passed if n not in spec.pass_env and not inherited([n]))

@@ -139,10 +139,22 @@ def test_a_stream_id_written_another_way_breaks_the_chain(rollouts: Rollouts) ->
     assert (position, "I8") in [(v["position"], v["rule"]) for v in found["violations"]]
 
 
-def test_an_event_changed_while_a_controller_ran_it_and_put_back_fails_audit(rollouts_on: Rollouts) -> None:
-    """Someone who can write the store changes a deployment's Created event (its command), lets a controller
-    run it, and puts the event back: the chain holds again and every view folds to the event as it was. The
-    home's runtime kept what was started, out of the store's reach: `audit` holds it to the log's spec."""
+@pytest.mark.parametrize(
+    ("changed", "ran", "trace"),
+    [
+        pytest.param(
+            ("echo good", "echo EVIL"), "EVIL", 'ran ["sh", "-c", "echo EVIL"] where the log\'s spec says', id="argv"
+        ),
+        # (a name that starts as the one variable of ours without the ROLLOUT_ prefix does, PWD, is still another)
+        pytest.param(('"env":{}', '"env":{"PWD_X":"1"}'), "good", "ran with PWD_X set otherwise", id="env"),
+    ],
+)
+def test_an_event_changed_while_a_controller_ran_it_and_put_back_fails_audit(
+    rollouts_on: Rollouts, changed: tuple[str, str], ran: str, trace: str
+) -> None:
+    """Someone who can write the store changes a deployment's Created event (its command, its env), lets a
+    controller run it, and puts the event back: the chain holds again and every view folds to the event as it
+    was. The home's runtime kept what was started, out of the store's reach: `audit` holds it to the log's spec."""
     r = rollouts_on
     assert r.sh("config", "create", "web", "--", "sh", "-c", "echo good").exit_code == 0
     assert r.sh("rollout", "latest", "web").exit_code == 0
@@ -159,18 +171,18 @@ def test_an_event_changed_while_a_controller_ran_it_and_put_back_fails_audit(rol
             created["position"],
         )
 
-    replace("echo good", "echo EVIL")
-    ran = r.sh("controller", "run", "--until-idle", "--timeout", "30", "-q")
-    assert ran.exit_code == 0, ran
-    assert r.sh("logs", "web").stdout.strip() == "EVIL"  # what the changed event said ran
-    replace("echo EVIL", "echo good")
+    replace(*changed)
+    done = r.sh("controller", "run", "--until-idle", "--timeout", "30", "-q")
+    assert done.exit_code == 0, done
+    assert r.sh("logs", "web").stdout.strip() == ran  # what the changed event said ran
+    replace(changed[1], changed[0])
     assert r.sh("log", "verify").exit_code == 0  # the chain holds again: the log alone cannot tell
     assert [v["rule"] for v in audited(r, 1)["violations"]] == ["I8", "I5"]  # the views folded the change
     assert r.sh("projections", "rebuild").exit_code == 0  # as audit then says to: the views are the log's again
     found = audited(r, 1)
     assert [(v["rule"], v["config"], v["version"]) for v in found["violations"]] == [("I8", "web", 1)]
     message = found["violations"][0]["message"]
-    assert 'web-1-deploy-1 ran ["sh", "-c", "echo EVIL"] where the log\'s spec says' in message, message
+    assert f"web-1-deploy-1 {trace}" in message, message
     assert r.sh("rollout", "latest", "web", "--supersede").exit_code == 0
     assert r.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
     assert len(audited(r, 1)["violations"]) == 1  # the first run's trace stays; the second run is the spec's
