@@ -1,5 +1,5 @@
 """`python -m rollouts`: the command line, as the `rollouts` script runs it."""
 
-from rollouts.adapters.entry import main
+from .adapters.entry import main
 
 main()

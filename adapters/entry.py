@@ -5,7 +5,7 @@ A deployer runs `rollouts claim check` before each side effect (DESIGN 7.7), so 
 its cost: click, pydantic and the application are not imported for it. Only the plain forms are taken
 here (`claim check [CLAIM] [-o table|json]`, on $ROLLOUT_HOME and $ROLLOUT_STORE or the usual
 ROLLOUTS_HOME and ROLLOUTS_STORE); anything else, `--help` or a global option included, goes the whole
-way through click, to the same check (adapters/claim_check).
+way through click, to the same check (service/claims).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ def main() -> None:
     args = sys.argv[1:]
     plain = _plain_claim_check(args[2:]) if args[:2] == ["claim", "check"] else None
     if plain is None:
-        from rollouts.adapters.cli import main as cli_main  # start-up cost: click and the commands
+        from .cli import main as cli_main  # start-up cost: click and the commands
 
         cli_main()
         return
-    from rollouts.adapters.claim_check import answer  # start-up cost: the store's modules, for this alone
+    from ..service.claims import answer  # start-up cost: the store's modules, for this alone
 
     sys.exit(answer(*plain))
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rollouts.domain.errors import StoreProblem
+from ..domain.errors import StoreProblem
 
 DEFAULT_HOME = ".rollouts"  # --home when neither it nor ROLLOUTS_HOME is given
 

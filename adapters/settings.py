@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rollouts.domain.errors import UsageError
+from ..domain.errors import UsageError
 
 _NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?")  # ASCII digits, with an optional fraction
 

@@ -31,9 +31,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.cli import cli
 from rollouts.adapters.home import Home
+from rollouts.service.bootstrap import open_app
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module

@@ -35,8 +35,8 @@ sys.path.insert(0, str(BENCH))  # bench/generate.py and bench/rebuild.py, import
 from generate import cached_log  # noqa: E402
 from rebuild import ceiling  # noqa: E402
 
-from rollouts.adapters.bootstrap import open_app  # noqa: E402
-from rollouts.adapters.log_source import RecorderSource  # noqa: E402
+from rollouts.adapters.store.reader import RecorderSource  # noqa: E402
+from rollouts.service.bootstrap import open_app  # noqa: E402
 
 GOAL = 0.5
 

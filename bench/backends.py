@@ -21,10 +21,10 @@ import time
 import uuid
 from pathlib import Path
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.domain.spec import Spec
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import bootstrap, open_app
 from rollouts.adapters.home import Home
-from rollouts.adapters.verify import verify_log
+from rollouts.adapters.store.verify import verify_log
 from rollouts.domain.spec import Spec
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import bootstrap, open_app
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module

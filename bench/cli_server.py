@@ -47,7 +47,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("domain", "projections", "adapters")
 NOT_PRELOADED = {"rollouts.adapters.cli.__main__"}  # runs the CLI when imported
-POSTGRES_ONLY = {"rollouts.adapters.recorder_postgres"}  # psycopg: a SQLite command never imports it
+POSTGRES_ONLY = {"rollouts.adapters.store.postgres.recorder"}  # psycopg: a SQLite command never imports it
 MAX_MESSAGE = 1 << 20
 START_S = 120.0  # the longest the server may take to import everything and say it is ready
 READY = {"ready": True}

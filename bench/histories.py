@@ -13,9 +13,9 @@ from pathlib import Path
 import generate
 from harness import Sizes, Workspace, meta
 
-from rollouts.adapters.bootstrap import bootstrap, open_app
-from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
+from rollouts.service import commands
+from rollouts.service.bootstrap import bootstrap, open_app
 
 STEP_NAME = re.compile(r"^(?P<config>.+)-(?P<revision>\d+)-(?:deploy|hook-(?:pre|post))-\d+(?:-\d+)?$")
 

@@ -15,9 +15,9 @@ from eventsourcing.domain import Aggregate, event
 from figures import Figure, median
 from harness import BENCH, PYTHON, Sizes, Workspace, make_configs, meta
 
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.domain.spec import Spec
+from rollouts.service.bootstrap import open_app
 
 # -- figure 1: rebuild ---------------------------------------------------------------------------
 

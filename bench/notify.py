@@ -27,14 +27,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
-from rollouts.adapters.notify import sinks
 from rollouts.adapters.notify.changes import ChangeReader
 from rollouts.adapters.notify.http import Poster
 from rollouts.adapters.notify.notifier import Notifier
 from rollouts.domain.spec import Spec
+from rollouts.service import sinks
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sink_server import SinkServer  # noqa: E402

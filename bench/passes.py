@@ -9,13 +9,13 @@ from typing import Any
 from figures import Figure, median
 from harness import ACTOR, Sizes, Workspace, meta
 
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.domain.spec import Spec
+from rollouts.service.bootstrap import open_app
 
 
 def projection_store(app: Any, home: Home) -> Any:
-    from rollouts.adapters.log_source import RecorderSource
+    from rollouts.adapters.store.reader import RecorderSource
     from rollouts.projections.store import ProjectionStore
 
     return ProjectionStore(home.projections, RecorderSource(app.recorder))
@@ -32,7 +32,7 @@ def idle_controller(home: Home, expect_open: int = 0) -> tuple[Any, Any, Any]:
     runtime = LocalRuntime(home.path)
     ctl = Controller(app, projection_store(app, home), runtime, claimant_id(home), ACTOR, str(home.path))
     if expect_open:
-        from rollouts.adapters.leases import Leases
+        from rollouts.service.leases import Leases
 
         Leases(app).renew(OTHER)
     open_count, acted = ctl.reconcile()  # catches the desired view up from zero: not timed
@@ -104,7 +104,7 @@ def scale_home(ws: Workspace, configs: int, open_: int) -> Home:
 
 
 def pass_times(home: Home, passes: int, reps: int, expect_open: int) -> list[float]:
-    from rollouts.adapters.leases import Leases
+    from rollouts.service.leases import Leases
 
     ctl, app, runtime = idle_controller(home, expect_open)
     times: list[float] = []

@@ -36,11 +36,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import bootstrap, open_app
 from rollouts.adapters.home import Home
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import bootstrap, open_app
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 BENCH = Path(__file__).resolve().parent
@@ -208,8 +208,8 @@ def e2e(bench: Bench, rollouts: int) -> dict[str, Any]:
 
 def rebuild(bench: Bench, events: int, runs: int) -> dict[str, Any]:
     """The median of `runs` rebuilds against the median of as many reads, taken in turn."""
-    from rollouts.adapters.log_source import RecorderSource
-    from rollouts.adapters.log_transfer import export_lines, load
+    from rollouts.adapters.store.reader import RecorderSource
+    from rollouts.adapters.store.transfer import export_lines, load
     from rollouts.projections.store import ProjectionStore
 
     source = open_app(cached_log(events, 300, False), None)

@@ -16,11 +16,12 @@ import steps as steps_bench
 from figures import Figure, median, nearest_rank
 from harness import PYTHON, ROLLOUTS, Sizes, Terminal, Workspace, check_alive, deployment_key, make_configs, meta
 
-from rollouts.adapters.bootstrap import open_app
-from rollouts.adapters.controller import commands, twins
+from rollouts.adapters.controller import twins
 from rollouts.adapters.home import Home
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
+from rollouts.service import commands
+from rollouts.service.bootstrap import open_app
 
 # -- figure 3: CLI wall time ---------------------------------------------------------------------
 

@@ -39,9 +39,9 @@ sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module
 
 from generate import cached_log  # noqa: E402
 
-from rollouts.adapters.bootstrap import open_app  # noqa: E402
-from rollouts.adapters.log_source import RecorderSource  # noqa: E402
+from rollouts.adapters.store.reader import RecorderSource  # noqa: E402
 from rollouts.projections.store import ALL, ProjectionStore  # noqa: E402
+from rollouts.service.bootstrap import open_app  # noqa: E402
 
 GOAL = 1.0
 

@@ -26,9 +26,9 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from rollouts.adapters.bootstrap import bootstrap, open_app
 from rollouts.adapters.home import Home
-from rollouts.adapters.log_transfer import export_lines, load
+from rollouts.adapters.store.transfer import export_lines, load
+from rollouts.service.bootstrap import bootstrap, open_app
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # bench/generate.py, imported as a module

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rollouts.domain import phases
-from rollouts.domain.phases import ALLOWED_FROM, phase_after
+from . import phases
+from .phases import ALLOWED_FROM, phase_after
 
 RANK = {phases.NEW: 0, phases.PENDING: 1, phases.RUNNING: 2, phases.COMPLETE: 3, phases.FAILED: 3}
 CREATES = frozenset({"DeployerCreated", "HookCreated"})

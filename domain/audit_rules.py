@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from rollouts.domain.audit import Auditor, Violation
-from rollouts.domain.gate_audit import TYPES as GATE_TYPES
-from rollouts.domain.gate_audit import GateAuditor
-from rollouts.domain.step_audit import CONFIG_TYPES, StepAuditor
+from .audit import Auditor, Violation
+from .gate_audit import TYPES as GATE_TYPES
+from .gate_audit import GateAuditor
+from .step_audit import CONFIG_TYPES, StepAuditor
 
 # The event types besides a deployment's own that some check reads (what a reader must select).
 TYPES = tuple(dict.fromkeys((*GATE_TYPES, *CONFIG_TYPES)))

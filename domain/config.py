@@ -8,10 +8,10 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from rollouts.domain import freeze as freezes
-from rollouts.domain import ids
-from rollouts.domain.errors import DomainError
-from rollouts.domain.topics import keep_stored_topics
+from . import freeze as freezes
+from . import ids
+from .errors import DomainError
+from .topics import keep_stored_topics
 
 Meta = dict[str, Any]
 

@@ -8,16 +8,16 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from rollouts.domain import approval, ids, phases
-from rollouts.domain.errors import DomainError, IllegalTransition
-from rollouts.domain.names import HOOK_TRIES
-from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED
-from rollouts.domain.sequence import OUTCOMES, Sequence, outcome_of
-from rollouts.domain.step import DEPLOYER, PAUSE, VERIFY, Step, data_of
-from rollouts.domain.topics import keep_stored_topics
+from . import approval, ids, phases
+from .errors import DomainError, IllegalTransition
+from .names import HOOK_TRIES
+from .reasons import ABORTED, AUTO_ROLLBACK, CANCELLED
+from .sequence import OUTCOMES, Sequence, outcome_of
+from .step import DEPLOYER, PAUSE, VERIFY, Step, data_of
+from .topics import keep_stored_topics
 
 if TYPE_CHECKING:
-    from rollouts.domain.spec import Spec
+    from .spec import Spec
 
 Meta = dict[str, Any]
 VERIFICATION_FAILED = "verification failed"
@@ -97,7 +97,7 @@ class Deployment(Aggregate):
         return self.phase in phases.TERMINAL
 
     def typed_spec(self) -> Spec:
-        from rollouts.domain.spec import Spec  # pydantic only where a typed spec is needed
+        from .spec import Spec  # pydantic only where a typed spec is needed
 
         return Spec.model_validate(self.spec)
 

@@ -9,7 +9,7 @@ from functools import cache
 from eventsourcing.domain import DomainEvent
 from eventsourcing.utils import get_topic
 
-from rollouts import domain
+from .. import domain
 
 
 @cache

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from rollouts.domain import phases
+from . import phases
 
 StreamEvent = tuple[int, str, dict[str, Any]]  # position, type, data
 

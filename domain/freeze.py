@@ -8,9 +8,9 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from rollouts.domain.errors import DomainError
-from rollouts.domain.freeze_rules import ALL_ID, Freeze, check_claimable, check_request, in_force
-from rollouts.domain.topics import keep_stored_topics
+from .errors import DomainError
+from .freeze_rules import ALL_ID, Freeze, check_claimable, check_request, in_force
+from .topics import keep_stored_topics
 
 __all__ = ["ALL_ID", "Freeze", "FreezeAll", "check_claimable", "check_request", "in_force"]
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
-from rollouts.domain.errors import DomainError, UsageError
+from .errors import DomainError, UsageError
 
 Freeze = dict[str, Any]  # {"by": actor, "reason": text, "until": ISO UTC or None, "at": ISO UTC}
 ALL_ID = uuid5(NAMESPACE_URL, "/freezes/all")

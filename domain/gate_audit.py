@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from rollouts.domain import approval
-from rollouts.domain.audit import Violation
-from rollouts.domain.freeze_rules import in_force
+from . import approval
+from .audit import Violation
+from .freeze_rules import in_force
 
 # The event types this audit reads (audit_rules.TYPES lists them for the readers of the log, audit_queries.rule_events).
 TYPES = ("Created", "RetryRequested", "Approved", "DeployerClaimed", "Frozen", "Unfrozen")

@@ -7,7 +7,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from rollouts.domain.topics import keep_stored_topics
+from .topics import keep_stored_topics
 
 Meta = dict[str, Any]
 

@@ -11,8 +11,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from rollouts.domain.ids import origin_id, seal_id
-from rollouts.domain.topics import keep_stored_topics
+from .ids import origin_id, seal_id
+from .topics import keep_stored_topics
 
 Meta = dict[str, Any]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rollouts.domain import phases
-from rollouts.domain.errors import UsageError
-from rollouts.domain.reasons import AUTO_ROLLBACK  # the cause of an automatic rollback
+from . import phases
+from .errors import UsageError
+from .reasons import AUTO_ROLLBACK  # the cause of an automatic rollback
 
 KINDS = ("triggered", "running", "complete", "failed", "paused", "rollback")
 DEFAULT_ON = ("complete", "failed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollouts.domain import phases
+from . import phases
 
 DEPLOYMENT = "deployment"  # the kind of a Deployment's events (projections.records.KINDS)
 

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from rollouts.domain.errors import IllegalTransition
-from rollouts.domain.step import POST
+from .errors import IllegalTransition
+from .step import POST
 
 NEW, PENDING, RUNNING, COMPLETE, FAILED = "New", "Pending", "Running", "Complete", "Failed"
 ACTIVE = frozenset({PENDING, RUNNING})

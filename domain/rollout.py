@@ -8,13 +8,13 @@ from typing import Any
 
 from eventsourcing.domain import Aggregate
 
-from rollouts.domain import approval
-from rollouts.domain import freeze as freezes
-from rollouts.domain.config import DeploymentConfig
-from rollouts.domain.deployment import Deployment
-from rollouts.domain.errors import DomainError
-from rollouts.domain.freeze import Freeze
-from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
+from . import approval
+from . import freeze as freezes
+from .config import DeploymentConfig
+from .deployment import Deployment
+from .errors import DomainError
+from .freeze import Freeze
+from .reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
 
 Meta = dict[str, Any]
 

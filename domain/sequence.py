@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rollouts.domain import ids
-from rollouts.domain.step import DEPLOYER, INCONCLUSIVE, PAUSE, POST, PRE, STEP_PAUSE, VERIFY, Step
+from . import ids
+from .step import DEPLOYER, INCONCLUSIVE, PAUSE, POST, PRE, STEP_PAUSE, VERIFY, Step
 
 PASSED, FAILED, INCONCLUSIVE_OUTCOME = "passed", "failed", "inconclusive"
 OUTCOMES = (PASSED, FAILED, INCONCLUSIVE_OUTCOME)

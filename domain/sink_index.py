@@ -7,8 +7,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from rollouts.domain.errors import DomainError, NotFound
-from rollouts.domain.topics import keep_stored_topics
+from .errors import DomainError, NotFound
+from .topics import keep_stored_topics
 
 Meta = dict[str, Any]
 INDEX_ID = uuid5(NAMESPACE_URL, "/sinks")

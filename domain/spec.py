@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rollouts.domain.names import HOOK_TRIES, NAME_PATTERN, validate_name  # noqa: F401 - re-exported
-from rollouts.domain.spec_defaults import STEP_DEFAULTS
+from .names import HOOK_TRIES, NAME_PATTERN, validate_name  # noqa: F401 - re-exported
+from .spec_defaults import STEP_DEFAULTS
 
 ENV_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HOOK_POLICIES = ("abort", "retry", "ignore")

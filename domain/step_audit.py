@@ -14,12 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollouts.domain import phases
-from rollouts.domain.audit import Violation
-from rollouts.domain.phases import phase_after
-from rollouts.domain.reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
-from rollouts.domain.sequence import FAILED, INCONCLUSIVE_OUTCOME, PASSED
-from rollouts.domain.step import DEPLOYER
+from . import phases
+from .audit import Violation
+from .phases import phase_after
+from .reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
+from .sequence import FAILED, INCONCLUSIVE_OUTCOME, PASSED
+from .step import DEPLOYER
 
 # The config events this audit reads besides every deployment event.
 CONFIG_TYPES = ("Registered", "SpecChanged", "RolloutTriggered", "RollbackTriggered")

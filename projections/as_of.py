@@ -11,10 +11,10 @@ from uuid import UUID
 
 import sqlite_utils
 
-from rollouts.domain import ids
-from rollouts.domain.freeze_rules import ALL_ID
-from rollouts.projections.history import History
-from rollouts.projections.records import Notification, decode
+from ..domain import ids
+from ..domain.freeze_rules import ALL_ID
+from .history import History
+from .records import Notification, decode
 
 EventsOf = Callable[[Sequence[UUID], int], Sequence[Notification]]  # streams, position -> their events up to it
 

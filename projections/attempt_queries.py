@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rollouts.domain import phases
-from rollouts.projections.audit_queries import require_config
-from rollouts.projections.records import document
+from ..domain import phases
+from .audit_queries import require_config
+from .records import document
 
 if TYPE_CHECKING:
     import sqlite_utils

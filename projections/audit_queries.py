@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rollouts.domain.audit_rules import TYPES, RuleEvent
-from rollouts.domain.errors import NotFound
-from rollouts.domain.freeze_rules import ALL_ID
-from rollouts.projections.records import UndecodableEvent, document, fields
+from ..domain.audit_rules import TYPES, RuleEvent
+from ..domain.errors import NotFound
+from ..domain.freeze_rules import ALL_ID
+from .records import UndecodableEvent, document, fields
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from rollouts.projections import streams
-from rollouts.projections.projection import Fold
-from rollouts.projections.records import KINDS, Record, decode, known_topics
-from rollouts.projections.source import EventSource, SQLiteLog
-from rollouts.projections.writer import Writer
+from . import streams
+from .projection import Fold
+from .records import KINDS, Record, decode, known_topics
+from .source import EventSource, SQLiteLog
+from .writer import Writer
 
 if TYPE_CHECKING:
     import sqlite_utils

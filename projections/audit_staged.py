@@ -11,10 +11,10 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from rollouts.projections.audit_sql import STREAMS, TOPICS, RowOf, SQLAuditFold
-from rollouts.projections.pg_log import PostgresLogFile
-from rollouts.projections.records import topic_parts
-from rollouts.projections.source import EventSource, PostgresLog
+from .audit_sql import STREAMS, TOPICS, RowOf, SQLAuditFold
+from .pg_log import PostgresLogFile
+from .records import topic_parts
+from .source import EventSource, PostgresLog
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rollouts.projections import streams
-from rollouts.projections.audit_sql import SQLAuditFold
-from rollouts.projections.projection import Fold, Projection, Sink
-from rollouts.projections.records import Record
-from rollouts.projections.source import EventSource, Log, PostgresLog
+from . import streams
+from .audit_sql import SQLAuditFold
+from .projection import Fold, Projection, Sink
+from .records import Record
+from .source import EventSource, Log, PostgresLog
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -58,7 +58,7 @@ class AuditView(Projection):
         if log is None:
             return self.fold(conn)
         if isinstance(log, PostgresLog):
-            from rollouts.projections.audit_staged import (
+            from .audit_staged import (
                 StagedAuditFold,  # start-up cost: rebuilds from PostgreSQL only, not on every read's import path
             )
 

@@ -12,19 +12,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollouts.projections import files
-from rollouts.projections.audit_sql import Unreadable
-from rollouts.projections.files import Tracked
-from rollouts.projections.log_file import LogFile
-from rollouts.projections.projection import Fold, Projection
-from rollouts.projections.records import decode, decode_stamped, record, record_stamped, topic_parts
-from rollouts.projections.source import EventSource, Log, PostgresLog, SQLiteLog, direct_log
-from rollouts.projections.writer import Writer
+from . import files
+from .audit_sql import Unreadable
+from .files import Tracked
+from .log_file import LogFile
+from .projection import Fold, Projection
+from .records import decode, decode_stamped, record, record_stamped, topic_parts
+from .source import EventSource, Log, PostgresLog, SQLiteLog, direct_log
+from .writer import Writer
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-    from rollouts.projections.pg_log import PostgresLogFile
+    from .pg_log import PostgresLogFile
 
 FLUSH = 100_000  # positions between two writes of the rows the folds changed
 PARALLEL_FROM = 50_000  # events: below, a process's start costs about what it saves
@@ -70,7 +70,7 @@ def _parallel(
     progress: Progress | None,
     log: SQLiteLog | PostgresLog,
 ) -> int:
-    from rollouts.projections import build_worker  # start-up cost: large rebuilds only (and it imports build)
+    from . import build_worker  # start-up cost: large rebuilds only (and it imports build)
 
     *others, last = projections
     worker = build_worker.start({p.name: paths[p.name] for p in others}, log, head, log_id, batch)
@@ -162,7 +162,7 @@ def open_log(log: Log) -> LogFile | PostgresLogFile | None:
     if log is None:
         return None
     if isinstance(log, PostgresLog):
-        from rollouts.projections.pg_log import (
+        from .pg_log import (
             PostgresLogFile,  # start-up cost: psycopg loads for a PostgreSQL log alone
         )
 

@@ -16,15 +16,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from rollouts.projections import build
-from rollouts.projections.health import WorkerFailed, broke_a_file
-from rollouts.projections.rebuild import paused_gc
-from rollouts.projections.registry import BY_NAME
-from rollouts.projections.source import PostgresLog, SQLiteLog
+from . import build
+from .health import WorkerFailed, broke_a_file
+from .rebuild import paused_gc
+from .registry import BY_NAME
+from .source import PostgresLog, SQLiteLog
 
 if TYPE_CHECKING:
-    from rollouts.projections.log_file import LogFile
-    from rollouts.projections.pg_log import PostgresLogFile
+    from .log_file import LogFile
+    from .pg_log import PostgresLogFile
 
 
 BROKE_A_FILE = 3  # the worker's exit code when health.broke_a_file(its error)

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rollouts.domain import phases
-from rollouts.projections import freezes
-from rollouts.projections.projection import Fold, Projection, Sink
-from rollouts.projections.records import Record
-from rollouts.projections.rows import Table
+from ..domain import phases
+from . import freezes
+from .projection import Fold, Projection, Sink
+from .records import Record
+from .rows import Table
 
 if TYPE_CHECKING:
     import sqlite_utils

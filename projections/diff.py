@@ -12,9 +12,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rollouts.projections.projection import Projection
-from rollouts.projections.records import Notification
-from rollouts.projections.source import EventSource, LocalLog, PostgresLog, ServerLog, SQLiteLog
+from .projection import Projection
+from .records import Notification
+from .source import EventSource, LocalLog, PostgresLog, ServerLog, SQLiteLog
 
 
 class Bounded:

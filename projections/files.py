@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rollouts.domain.errors import StoreProblem
-from rollouts.projections.file_checks import file_problem, is_broken
+from ..domain.errors import StoreProblem
+from .file_checks import file_problem, is_broken
 
 if TYPE_CHECKING:
     import sqlite_utils

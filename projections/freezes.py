@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rollouts.domain import freeze_rules as freezes
-from rollouts.domain import ids
-from rollouts.projections.projection import Sink
-from rollouts.projections.records import Record
-from rollouts.projections.rows import Table
+from ..domain import freeze_rules as freezes
+from ..domain import ids
+from .projection import Sink
+from .records import Record
+from .rows import Table
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -7,11 +7,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rollouts.domain.errors import StoreProblem
-from rollouts.projections import files
-from rollouts.projections.file_checks import BROKEN_CODES, file_problem, is_broken, primary_code
-from rollouts.projections.files import CatalogLost
-from rollouts.projections.projection import Projection
+from ..domain.errors import StoreProblem
+from . import files
+from .file_checks import BROKEN_CODES, file_problem, is_broken, primary_code
+from .files import CatalogLost
+from .projection import Projection
 
 if TYPE_CHECKING:
     import sqlite_utils

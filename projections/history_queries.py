@@ -7,10 +7,10 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rollouts.domain.errors import NotFound
-from rollouts.domain.spec_defaults import STEP_DEFAULTS
-from rollouts.projections import freezes
-from rollouts.projections.history import DURATION_BUCKETS, EXACT
+from ..domain.errors import NotFound
+from ..domain.spec_defaults import STEP_DEFAULTS
+from . import freezes
+from .history import DURATION_BUCKETS, EXACT
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rollouts.domain.errors import StoreProblem
-from rollouts.projections import files, health, locks, rebuild
-from rollouts.projections.files import Catalog, CatalogLost, Tracked
-from rollouts.projections.health import BrokenView
-from rollouts.projections.projection import Projection
-from rollouts.projections.registry import BY_NAME
-from rollouts.projections.source import EventSource
+from ..domain.errors import StoreProblem
+from . import files, health, locks, rebuild
+from .files import Catalog, CatalogLost, Tracked
+from .health import BrokenView
+from .projection import Projection
+from .registry import BY_NAME
+from .source import EventSource
 
 Warn = Callable[[str], None]
 

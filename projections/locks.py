@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
-from rollouts.projections.files import Catalog, CatalogLost, immediate
+from .files import Catalog, CatalogLost, immediate
 
 if TYPE_CHECKING:
     import sqlite_utils

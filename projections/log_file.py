@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from rollouts.projections.records import Record, UndecodableEvent
-from rollouts.projections.source import SQLiteLog
+from .records import Record, UndecodableEvent
+from .source import SQLiteLog
 
 MEMO_IDS = 5_000  # stream ids dashed and kept: a batch's events share them
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rollouts.projections.log_file import Make, Row
-from rollouts.projections.records import Record
-from rollouts.projections.source import PostgresLog
+from .log_file import Make, Row
+from .records import Record
+from .source import PostgresLog
 
 CONNECT_TIMEOUT_S = 5
 

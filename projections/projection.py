@@ -7,8 +7,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from rollouts.projections.records import Record
-from rollouts.projections.source import EventSource, Log
+from .records import Record
+from .source import EventSource, Log
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -11,14 +11,14 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from rollouts.projections import files, locks
-from rollouts.projections.projection import Projection
+from . import files, locks
+from .projection import Projection
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from rollouts.projections.source import EventSource
-    from rollouts.projections.store import ProjectionStore
+    from .source import EventSource
+    from .store import ProjectionStore
 
 Progress = Callable[[int, int], None]
 
@@ -45,7 +45,7 @@ def build_into(
     progress: Progress | None = None,
 ) -> None:
     """Fold `projections` from zero to `head` into new files at `paths` (build.build, a rebuild's batches)."""
-    from rollouts.projections import build  # rebuilds only: not on every read's import path
+    from . import build  # rebuilds only: not on every read's import path
 
     build.build(source, projections, paths, head, log_id, build.REBUILD_BATCH, progress)
 

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from rollouts.domain.errors import StoreProblem
+from ..domain.errors import StoreProblem
 
 
 class UndecodableEvent(StoreProblem):

@@ -16,12 +16,12 @@ from typing import Any
 
 import sqlite_utils
 
-from rollouts.projections import build, build_worker, files
-from rollouts.projections.diff import Bounded
-from rollouts.projections.projection import Projection
-from rollouts.projections.rebuild import paused_gc
-from rollouts.projections.registry import ALL, BY_NAME
-from rollouts.projections.source import EventSource, direct_log
+from . import build, build_worker, files
+from .diff import Bounded
+from .projection import Projection
+from .rebuild import paused_gc
+from .registry import ALL, BY_NAME
+from .source import EventSource, direct_log
 
 TRIES = 3  # a live view that moved while it was compared is compared again, at its new position
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollouts.domain.errors import UsageError
-from rollouts.projections.audit_view import AuditView
-from rollouts.projections.desired import Desired
-from rollouts.projections.history import History
-from rollouts.projections.projection import Projection
+from ..domain.errors import UsageError
+from .audit_view import AuditView
+from .desired import Desired
+from .history import History
+from .projection import Projection
 
 ALL: tuple[Projection, ...] = (Desired(), History(), AuditView())
 BY_NAME = {p.name: p for p in ALL}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from rollouts.projections.projection import CACHE_ROWS, Sink
+from .projection import CACHE_ROWS, Sink
 
 Row = dict[str, Any]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from rollouts.projections.records import Notification
+from .records import Notification
 
 
 class EventSource(Protocol):

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from rollouts.projections import files, health, locks
-from rollouts.projections import rebuild as rebuilding
-from rollouts.projections.files import Tracked
-from rollouts.projections.health import BrokenView
-from rollouts.projections.live import LiveFiles, Warn
-from rollouts.projections.projection import Projection
-from rollouts.projections.rebuild import Progress
-from rollouts.projections.records import Record, decode
-from rollouts.projections.registry import ALL, BY_NAME, UnknownProjection, projections_named
+from . import files, health, locks
+from . import rebuild as rebuilding
+from .files import Tracked
+from .health import BrokenView
+from .live import LiveFiles, Warn
+from .projection import Projection
+from .rebuild import Progress
+from .records import Record, decode
+from .registry import ALL, BY_NAME, UnknownProjection, projections_named
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rollouts.projections.projection import CACHE_ROWS, Sink
-from rollouts.projections.records import Record
+from .projection import CACHE_ROWS, Sink
+from .records import Record
 
 CREATE = "CREATE TABLE IF NOT EXISTS streams (stream TEXT PRIMARY KEY, kind TEXT, config TEXT, revision INTEGER)"
 INSERT = "INSERT OR REPLACE INTO streams (stream, kind, config, revision) VALUES (?, ?, ?, ?)"

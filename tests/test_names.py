@@ -1,6 +1,6 @@
 """One name for the deployment number: `revision` in every view table the projections build (issue #30).
 
-What the program prints keeps DESIGN 7's `version` (adapters/documents.py renames it there); the views,
+What the program prints keeps DESIGN 7's `version` (service/documents.py renames it there); the views,
 like the events and the runtime table, say `revision`. A home whose views were built before the rename
 rebuilds them on open and prints the same documents.
 """

@@ -11,10 +11,10 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from rollouts.adapters import settings
-from rollouts.adapters.cli.errors import crash_home, run
-from rollouts.adapters.cli.lazy import LazyGroup
-from rollouts.adapters.home import DEFAULT_HOME
+from .. import settings
+from ..home import DEFAULT_HOME
+from .errors import crash_home, run
+from .lazy import LazyGroup
 
 # command -> (module, attribute, one-line help); modules import lazily so --help stays fast.
 COMMANDS = {
@@ -99,7 +99,7 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
       rollouts controller run --until-idle
       rollouts rollout history web
     """
-    from rollouts.adapters.cli.state import (
+    from .state import (
         State,  # start-up cost: the app, stores and views load only when a command runs
     )
 

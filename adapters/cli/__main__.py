@@ -1,5 +1,5 @@
 """`python -m rollouts`."""
 
-from rollouts.adapters.cli import main
+from . import main
 
 main()

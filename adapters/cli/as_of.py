@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from rollouts.adapters.cli.params import utc_text
-from rollouts.adapters.cli.state import State
+from .params import utc_text
+from .state import State
 
 F = TypeVar("F", bound=Callable[..., Any])
 _POSITION = re.compile(r"[0-9]{1,18}")  # ASCII: \d takes a full-width 5 for 5
@@ -58,6 +58,6 @@ def history_at(state: State, name: str, value: int | str) -> Any:
 
 def _past() -> tuple[ModuleType, ModuleType]:
     """projections.as_of and projections.audit_queries, loaded when --as-of is given."""
-    from rollouts.projections import as_of, audit_queries  # start-up cost: the audit's rules, off plain reads
+    from ...projections import as_of, audit_queries  # start-up cost: the audit's rules, off plain reads
 
     return as_of, audit_queries

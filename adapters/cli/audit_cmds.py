@@ -6,18 +6,18 @@ from typing import Any
 
 import click
 
-from rollouts.adapters.cli import completion
-from rollouts.adapters.cli.output import emit_json, output_option
-from rollouts.adapters.cli.params import valid_name
-from rollouts.adapters.cli.state import State, pass_reader
-from rollouts.adapters.log_source import RecorderSource
-from rollouts.adapters.runtime_check import runtime_breaks
-from rollouts.adapters.snapshot_check import snapshot_breaks
-from rollouts.adapters.verify import seen_by_home, verify_log
-from rollouts.domain.audit_rules import audit_rules
-from rollouts.projections import audit_queries
-from rollouts.projections.rebuild import paused_gc
-from rollouts.projections.refold import Refold
+from ...domain.audit_rules import audit_rules
+from ...projections import audit_queries
+from ...projections.rebuild import paused_gc
+from ...projections.refold import Refold
+from ...service.runtime_check import runtime_breaks
+from ..store.reader import RecorderSource
+from ..store.snapshot_check import snapshot_breaks
+from ..store.verify import seen_by_home, verify_log
+from . import completion
+from .output import emit_json, output_option
+from .params import valid_name
+from .state import State, pass_reader
 
 
 @click.command()

@@ -6,10 +6,10 @@ import os
 
 import click
 
-from rollouts.adapters.claim_check import check as check_claim
-from rollouts.adapters.claim_check import report
-from rollouts.adapters.cli.output import output_option
-from rollouts.adapters.cli.state import State
+from ...service.claims import check as check_claim
+from ...service.claims import report
+from .output import output_option
+from .state import State
 
 
 @click.group()

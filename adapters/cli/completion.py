@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from rollouts.adapters.backend import Backend
-from rollouts.adapters.bootstrap import Services, bootstrap
-from rollouts.adapters.home import DEFAULT_HOME, Home
+from ...service.bootstrap import Services, bootstrap
+from ..home import DEFAULT_HOME, Home
+from ..store.port import Backend
 
 _WAIT_S = 0.2  # a Tab must not hang behind a writer
 REGISTERED = "domain.config:DeploymentConfig.Registered"  # the topic of a config's first event

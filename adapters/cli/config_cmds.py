@@ -8,21 +8,21 @@ from typing import Any
 
 import click
 
-from rollouts.adapters import documents
-from rollouts.adapters.cli.as_of import as_of_option, history_at
-from rollouts.adapters.cli.output import emit_json, output_option, show
-from rollouts.adapters.cli.params import name_argument
-from rollouts.adapters.cli.rollout_views import freeze_text
-from rollouts.adapters.cli.spec_options import (
+from ...domain.errors import NotFound
+from ...projections import history_queries
+from ...service import documents
+from .as_of import as_of_option, history_at
+from .output import emit_json, output_option, show
+from .params import name_argument
+from .rollout_views import freeze_text
+from .spec_options import (
     changed_spec,
     refuse_removals,
     refuse_roles_unknown,
     spec_options,
     warn_secret_env,
 )
-from rollouts.adapters.cli.state import State, pass_reader, pass_state
-from rollouts.domain.errors import NotFound
-from rollouts.projections import history_queries
+from .state import State, pass_reader, pass_state
 
 
 @click.group()

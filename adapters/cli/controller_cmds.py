@@ -9,14 +9,14 @@ from typing import Any
 
 import click
 
-from rollouts.adapters.cli.state import State, pass_state
-from rollouts.adapters.cli.types import Seconds
-from rollouts.adapters.controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id, claimant_where
-from rollouts.adapters.leases import lease_seconds
-from rollouts.adapters.log_move import check_unsealed
-from rollouts.adapters.notify.notifier import Notifier
-from rollouts.adapters.runtime.local import LocalRuntime
-from rollouts.adapters.runtime.shim import undumpable
+from ...service.leases import lease_seconds
+from ...service.moves import check_unsealed
+from ..controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id, claimant_where
+from ..notify.notifier import Notifier
+from ..runtime.local import LocalRuntime
+from ..runtime.shim import undumpable
+from .state import State, pass_state
+from .types import Seconds
 
 
 @click.group()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import click
 
-from rollouts.adapters.cli import cli
-from rollouts.adapters.cli.errors import run
-from rollouts.adapters.cli.state import State
-from rollouts.domain import phases
-from rollouts.projections.history_queries import latest_phase
+from ...domain import phases
+from ...projections.history_queries import latest_phase
+from . import cli
+from .errors import run
+from .state import State
 
 QUICK = 'echo "$GREETING from $ROLLOUT_DEPLOYER"; sleep 0.3'
 CHECK = 'echo "error rate $ERRORS%"; test "$ERRORS" -lt 5'  # a measurement: exit 0 passed, 1 failed

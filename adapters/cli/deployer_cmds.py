@@ -9,17 +9,17 @@ from typing import Any
 
 import click
 
-from rollouts.adapters.cli import completion
-from rollouts.adapters.cli.output import emit_json, output_option, show
-from rollouts.adapters.cli.params import name_argument
-from rollouts.adapters.cli.state import State, pass_reader, pass_state
-from rollouts.adapters.cli.stillness import Stillness
-from rollouts.adapters.cli.types import REVISION
-from rollouts.adapters.leases import freshest_age, lease_seconds
-from rollouts.adapters.runtime.local import LocalRuntime, NoSuchDeployer
-from rollouts.domain import phases
-from rollouts.domain.errors import NotFound
-from rollouts.projections.history_queries import deployments
+from ...domain import phases
+from ...domain.errors import NotFound
+from ...projections.history_queries import deployments
+from ...service.leases import freshest_age, lease_seconds
+from ..runtime.local import LocalRuntime, NoSuchDeployer
+from . import completion
+from .output import emit_json, output_option, show
+from .params import name_argument
+from .state import State, pass_reader, pass_state
+from .stillness import Stillness
+from .types import REVISION
 
 COLUMNS = ["name", "config", "version", "attempt", "state", "exit_code", "reason", "created_at", "ended_at"]
 

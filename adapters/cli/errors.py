@@ -1,7 +1,7 @@
 """The CLI edge: exceptions become one `error:` line and the exit code of DESIGN section 7.
 
 Errors are told apart by type, in one table (`EXIT_CODES`); what the operating system or a
-database driver raises is sorted by its code (adapters/failures). Anything else is a bug: exit 70
+database driver raises is sorted by its code (adapters/store/failures). Anything else is a bug: exit 70
 (EX_SOFTWARE) with its traceback saved to a file whose path the error line gives.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import click
 
-from rollouts.adapters.failures import disk_problem, is_lock_timeout, unusable_store
-from rollouts.domain.errors import Conflict, DomainError, NotFound, RolloutsError, StoreProblem, UsageError
+from ...domain.errors import Conflict, DomainError, NotFound, RolloutsError, StoreProblem, UsageError
+from ..store.failures import disk_problem, is_lock_timeout, unusable_store
 
 REFUSED, USAGE, CONFLICT, MISSING, STORE, INTERNAL = 1, 2, 3, 4, 5, 70
 

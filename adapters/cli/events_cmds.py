@@ -6,14 +6,14 @@ from typing import Any
 
 import click
 
-from rollouts.adapters import event_documents
-from rollouts.adapters.cli import completion
-from rollouts.adapters.cli.output import output_option, show
-from rollouts.adapters.cli.params import iso_utc, valid_name
-from rollouts.adapters.cli.state import State, pass_reader
-from rollouts.adapters.cli.types import POSITION, REVISION, Whole
-from rollouts.adapters.event_documents import type_problem
-from rollouts.projections import audit_queries
+from ...projections import audit_queries
+from ...service import event_documents
+from ...service.event_documents import type_problem
+from . import completion
+from .output import output_option, show
+from .params import iso_utc, valid_name
+from .state import State, pass_reader
+from .types import POSITION, REVISION, Whole
 
 EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import click
 
-from rollouts.adapters.cli.params import iso_utc, valid_name
-from rollouts.adapters.cli.state import State, pass_state
-from rollouts.projections.history_queries import config_names
+from ...projections.history_queries import config_names
+from .params import iso_utc, valid_name
+from .state import State, pass_state
 
 
 def _targets(names: tuple[str, ...], every: bool) -> list[str] | None:

@@ -9,13 +9,13 @@ from typing import Any
 
 import click
 
-from rollouts.adapters import binding
-from rollouts.adapters.cli.state import State, pass_state
-from rollouts.adapters.controller.loop import claimant_id
-from rollouts.adapters.log_move import log_ids_by_position, rename_rewound
-from rollouts.adapters.runtime.local import LocalRuntime
-from rollouts.adapters.runtime.port import claim_parts
-from rollouts.domain.errors import DomainError
+from ...domain.errors import DomainError
+from ...service.moves import log_ids_by_position, rename_rewound
+from ..controller.loop import claimant_id
+from ..runtime.local import LocalRuntime
+from ..runtime.port import claim_parts
+from ..store import binding
+from .state import State, pass_state
 
 
 @click.group()

@@ -8,15 +8,15 @@ from typing import Any
 
 import click
 
-from rollouts.adapters.chain import Break
-from rollouts.adapters.cli.output import emit_json, output_option
-from rollouts.adapters.cli.params import expected_head
-from rollouts.adapters.cli.state import State, pass_log_reader, pass_state
-from rollouts.adapters.cli.types import POSITION
-from rollouts.adapters.log_move import ending, origin_of
-from rollouts.adapters.log_move import seal as seal_log
-from rollouts.adapters.log_transfer import export_lines, load
-from rollouts.adapters.verify import seen_by_home, verify_log
+from ...service.moves import ending, origin_of
+from ...service.moves import seal as seal_log
+from ..store.chain import Break
+from ..store.transfer import export_lines, load
+from ..store.verify import seen_by_home, verify_log
+from .output import emit_json, output_option
+from .params import expected_head
+from .state import State, pass_log_reader, pass_state
+from .types import POSITION
 
 
 @click.group()
@@ -133,7 +133,7 @@ def _checkpoint(text: Any, pubkey: Any) -> Any:
 
 def _signing() -> ModuleType:
     """adapters.checkpoint, for the commands that sign or check a checkpoint."""
-    from rollouts.adapters import checkpoint  # start-up cost: cryptography
+    from ..store import checkpoint  # start-up cost: cryptography
 
     return checkpoint
 

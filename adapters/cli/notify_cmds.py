@@ -6,14 +6,14 @@ from typing import Any
 
 import click
 
-from rollouts.adapters.cli.output import emit_json, output_option, show, table
-from rollouts.adapters.cli.params import valid_name
-from rollouts.adapters.cli.state import State, pass_reader, pass_state
-from rollouts.adapters.notify import sinks
-from rollouts.adapters.notify.changes import ChangeReader
-from rollouts.adapters.notify.sinks import BadURL, check_url, shown
-from rollouts.domain.names import validate_name
-from rollouts.domain.notification import DEFAULT_ON, UnknownKind, parse_kinds
+from ...domain.names import validate_name
+from ...domain.notification import DEFAULT_ON, UnknownKind, parse_kinds
+from ...service import sinks
+from ...service.sinks import BadURL, check_url, shown
+from ..notify.changes import ChangeReader
+from .output import emit_json, output_option, show, table
+from .params import valid_name
+from .state import State, pass_reader, pass_state
 
 
 @click.group()

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
-from rollouts.adapters.cli import JOINERS
-from rollouts.adapters.documents import json_text
+from ...service.documents import json_text
+from . import JOINERS
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 
 import click
 
-from rollouts.adapters.cli import completion
-from rollouts.domain.names import validate_name
+from ...domain.names import validate_name
+from ...domain.times import utc_text
+from . import completion
 
 _HEAD = re.compile(r"([0-9]{1,18}):([0-9a-f]{64})")
 
@@ -25,16 +25,6 @@ def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 name_argument = click.argument("name", callback=valid_name, shell_complete=completion.configs)
-
-
-def utc_text(value: str) -> str:
-    """An ISO time as UTC text (without an offset it is UTC); ValueError unless it is one that UTC can hold
-    (9999-12-31T23:59:59-14:00 is past the last day Python's datetime knows)."""
-    moment = datetime.fromisoformat(value)
-    try:
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
-    except OverflowError:
-        raise ValueError(f"{value!r} is out of range in UTC") from None
 
 
 def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -8,12 +8,12 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from rollouts.adapters.cli.output import emit_json, output_option, show, table
-from rollouts.adapters.cli.state import State, pass_reader, pass_state, require_a_log
-from rollouts.projections import files
-from rollouts.projections.diff import Bounded, differences
-from rollouts.projections.registry import BY_NAME
-from rollouts.projections.store import ProjectionStore, UnknownProjection, projections_named
+from ...projections import files
+from ...projections.diff import Bounded, differences
+from ...projections.registry import BY_NAME
+from ...projections.store import ProjectionStore, UnknownProjection, projections_named
+from .output import emit_json, output_option, show, table
+from .state import State, pass_reader, pass_state, require_a_log
 
 
 def view_completion(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

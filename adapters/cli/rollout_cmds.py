@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from rollouts.adapters.cli.lazy import LazyGroup
-from rollouts.adapters.cli.params import name_argument
-from rollouts.adapters.cli.state import State, pass_state
-from rollouts.adapters.cli.types import REVISION
+from .lazy import LazyGroup
+from .params import name_argument
+from .state import State, pass_state
+from .types import REVISION
 
 HISTORY_HELP = "List NAME's deployments: version, phase, reason, cause, timings."
 STATUS_HELP = "Print the phase of NAME's latest deployment."

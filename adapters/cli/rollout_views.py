@@ -12,17 +12,17 @@ from typing import Any
 
 import click
 
-from rollouts.adapters import documents
-from rollouts.adapters.cli.as_of import as_of_option, history_at
-from rollouts.adapters.cli.output import cell, emit_json, output_option, table
-from rollouts.adapters.cli.params import name_argument
-from rollouts.adapters.cli.state import State, pass_reader
-from rollouts.adapters.cli.types import REVISION, Seconds
-from rollouts.adapters.documents import history_document
-from rollouts.domain import phases
-from rollouts.domain.errors import NotFound
-from rollouts.projections import history_queries
-from rollouts.projections.history_queries import DEPLOYMENT_FIELDS
+from ...domain import phases
+from ...domain.errors import NotFound
+from ...projections import history_queries
+from ...projections.history_queries import DEPLOYMENT_FIELDS
+from ...service import documents
+from ...service.documents import history_document
+from .as_of import as_of_option, history_at
+from .output import cell, emit_json, output_option, table
+from .params import name_argument
+from .state import State, pass_reader
+from .types import REVISION, Seconds
 
 HISTORY_TABLE = ["version", "phase", "reason", "attempt", "cause", "message", "created_at", "finished_at"]
 RUNS_TABLE = ["name", "attempt", "kind", "try", "state", "exit_code", "started_at", "finished_at"]

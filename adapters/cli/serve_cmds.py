@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from rollouts.adapters.cli.errors import internal_error
-from rollouts.adapters.cli.state import State, healing, pass_reader
-from rollouts.adapters.cli.types import Whole
+from .errors import internal_error
+from .state import State, healing, pass_reader
+from .types import Whole
 
 
 @click.command()
@@ -65,7 +65,7 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
     """
     import os
 
-    from rollouts.adapters.web import exposition, routes, server  # start-up cost: prometheus_client off `serve --help`
+    from ..web import exposition, routes, server  # start-up cost: prometheus_client off `serve --help`
 
     token = None
     if token_env is not None:

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
-from rollouts.adapters.cli.types import HISTORY_LIMIT, TIMEOUT, Whole
-from rollouts.domain.spec import RESERVED_PREFIX, Spec, looks_secret
+from ...domain.spec import RESERVED_PREFIX, Spec, looks_secret
+from .types import HISTORY_LIMIT, TIMEOUT, Whole
 
 F = TypeVar("F", bound=Callable[..., Any])
 POLICY = click.Choice(["abort", "retry", "ignore"])

@@ -13,19 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rollouts.adapters import binding, settings
-from rollouts.adapters.binding import HomeBoundElsewhere
-from rollouts.adapters.bootstrap import bootstrap
-from rollouts.adapters.home import Home
-from rollouts.adapters.identity import new_meta
-from rollouts.adapters.log_source import RecorderSource
-from rollouts.adapters.store_url import SQLiteInHome, StoreURL, parse_store
-from rollouts.domain.errors import NotFound
-from rollouts.projections.health import is_broken
+from ...domain.errors import NotFound
+from ...projections.health import is_broken
+from ...service.bootstrap import bootstrap
+from .. import settings
+from ..home import Home
+from ..identity import new_meta
+from ..store import binding
+from ..store.binding import HomeBoundElsewhere
+from ..store.reader import RecorderSource
+from ..store.url import SQLiteInHome, StoreURL, parse_store
 
 if TYPE_CHECKING:
-    from rollouts.adapters.application import RolloutsApp
-    from rollouts.adapters.backend import Backend
+    from ...service.application import RolloutsApp
+    from ..store.port import Backend
 
 
 class State:
@@ -148,7 +149,7 @@ class State:
         return self._projections is not None
 
     def _open_projections(self) -> Any:
-        from rollouts.projections.store import ProjectionStore  # start-up cost: commands that only append
+        from ...projections.store import ProjectionStore  # start-up cost: commands that only append
 
         folder = self.home.projections
         problem = self.log_problem(self.recorder)

@@ -9,17 +9,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 from uuid import UUID
 
-from rollouts.adapters.application import RolloutsApp, WriteConflict, new_meta
-from rollouts.adapters.claim_check import env_value as claim_env
-from rollouts.adapters.controller import commands
-from rollouts.adapters.controller.launch import Launch, launch_spec
-from rollouts.adapters.controller.plan import REPORTS, Action, Kind, is_gone
-from rollouts.adapters.log_move import log_ids_by_position
-from rollouts.adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
-from rollouts.domain import ids, phases
-from rollouts.domain.deployment import Deployment
-from rollouts.domain.errors import DomainError, NotFound
-from rollouts.domain.freeze import ALL_ID
+from ...domain import ids, phases
+from ...domain.deployment import Deployment
+from ...domain.errors import DomainError, NotFound
+from ...domain.freeze import ALL_ID
+from ...service import commands
+from ...service.application import RolloutsApp, WriteConflict, new_meta
+from ...service.claims import env_value as claim_env
+from ...service.launch import Launch, launch_spec
+from ...service.moves import log_ids_by_position
+from ..runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
+from .plan import REPORTS, Action, Kind, is_gone
 
 Meta = dict[str, Any]
 

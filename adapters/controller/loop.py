@@ -17,22 +17,22 @@ from typing import Any
 
 from eventsourcing.persistence import PersistenceError
 
-from rollouts.adapters.application import RolloutsApp, WriteConflict
-from rollouts.adapters.backend import StoreUnavailable
-from rollouts.adapters.controller import commands
-from rollouts.adapters.controller.executor import Executor
-from rollouts.adapters.controller.plan import REPORTS, Action, Kind, batches, gated, plan, waits_for_human
-from rollouts.adapters.controller.twins import Twins
-from rollouts.adapters.controller.watch import Watch
-from rollouts.adapters.failures import disk_problem
-from rollouts.adapters.home import Home
-from rollouts.adapters.leases import Leases
-from rollouts.adapters.runtime.port import Observed, Runtime, claim_parts
-from rollouts.domain import ids
-from rollouts.domain.errors import DomainError, NotFound, StoreProblem
-from rollouts.projections import freezes
-from rollouts.projections.health import is_broken
-from rollouts.projections.store import BY_NAME
+from ...domain import ids
+from ...domain.errors import DomainError, NotFound, StoreProblem
+from ...projections import freezes
+from ...projections.health import is_broken
+from ...projections.store import BY_NAME
+from ...service import commands
+from ...service.application import RolloutsApp, WriteConflict
+from ...service.leases import Leases
+from ..home import Home
+from ..runtime.port import Observed, Runtime, claim_parts
+from ..store.failures import disk_problem
+from ..store.port import StoreUnavailable
+from .executor import Executor
+from .plan import REPORTS, Action, Kind, batches, gated, plan, waits_for_human
+from .twins import Twins
+from .watch import Watch
 
 TRANSIENT = (PersistenceError, sqlite3.OperationalError)
 HEALS = 3  # passes in a row that may each heal a broken view before the controller gives up

@@ -13,10 +13,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from rollouts.adapters.runtime.port import Observed
-from rollouts.domain import phases
-from rollouts.domain.step import PAUSE, VERIFY
-from rollouts.projections import freezes
+from ...domain import phases
+from ...domain.step import PAUSE, VERIFY
+from ...projections import freezes
+from ..runtime.port import Observed
 
 ENDED = frozenset({"exited", "stopped", "deleted", "lost"})
 UNKNOWN_TO_RUNTIME = (

@@ -15,7 +15,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from rollouts.adapters.home import private_dir
+from ..home import private_dir
 
 SLOTS = 64
 LEADER = "leader.lock"

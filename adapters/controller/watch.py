@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rollouts.adapters.runtime.port import Runtime
+from ..runtime.port import Runtime
 
 if TYPE_CHECKING:
-    from rollouts.adapters.application import RolloutsApp
+    from ...service.application import RolloutsApp
 
 FASTEST_S = 0.002  # polling: the shortest period between two looks
 GATHER_S = 0.005  # after a change, how long to let what comes with it land (a burst: one pass, one append)

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from rollouts.adapters.log_source import RecorderSource
-from rollouts.domain import phases
-from rollouts.domain.notification import Change, kind_of, reason_of
-from rollouts.projections.records import decode, document, topic_parts
+from ...domain import phases
+from ...domain.notification import Change, kind_of, reason_of
+from ...projections.records import decode, document, topic_parts
+from ..store.reader import RecorderSource
 
 PAGE = 500
 MEMO_STREAMS = 10_000

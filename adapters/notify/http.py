@@ -18,7 +18,7 @@ from urllib3.exceptions import (
     TimeoutError,
 )
 
-from rollouts.adapters import settings
+from .. import settings
 
 
 def timeout_seconds() -> float:

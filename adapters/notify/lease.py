@@ -1,6 +1,6 @@
 """Sink leases beside the log: which controller delivers to a sink now (one at a time per sink).
 
-Times come from the database's clock, as for claimant leases (adapters/leases.py). A lease lasts
+Times come from the database's clock, as for claimant leases (service/leases.py). A lease lasts
 more than twice the HTTP timeout, and is renewed before a send when less than a timeout is left, so a
 holder's send ends before anyone else may take the sink over.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rollouts.adapters import settings
-from rollouts.adapters.backend import first
+from .. import settings
+from ..store.port import first
 
 TABLE = "rollouts_sink_leases"
 

@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from rollouts.adapters.notify import sinks
-from rollouts.adapters.notify.http import timeout_seconds
-from rollouts.adapters.notify.lease import SinkLeases, lease_seconds
-from rollouts.adapters.notify.worker import Worker
-from rollouts.domain.notification import Change
+from ...domain.notification import Change
+from ...service import sinks
+from .http import timeout_seconds
+from .lease import SinkLeases, lease_seconds
+from .worker import Worker
 
 FIND_EVERY_S = 0.5
 

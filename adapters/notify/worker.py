@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import IntegrityError
 
-from rollouts.adapters.log_move import check_unsealed, log_ids_by_position
-from rollouts.adapters.notify import sinks
-from rollouts.adapters.notify.changes import ChangeReader
-from rollouts.adapters.notify.http import Poster
-from rollouts.adapters.recorders import LogSealed
-from rollouts.domain.errors import DomainError
-from rollouts.domain.notification import Change
+from ...domain.errors import DomainError
+from ...domain.notification import Change
+from ...service import sinks
+from ...service.moves import check_unsealed, log_ids_by_position
+from ..store.recorders import LogSealed
+from .changes import ChangeReader
+from .http import Poster
 
 if TYPE_CHECKING:
-    from rollouts.adapters.notify.lease import SinkLeases
-    from rollouts.domain.sink import Sink
+    from ...domain.sink import Sink
+    from .lease import SinkLeases
 
 POLL_S = 0.02  # how often an idle worker looks at the log's head
 MAX_DELAY_S = 10.0

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from rollouts.adapters.runtime import procs, shim
-from rollouts.adapters.runtime.interpreter import module_argv
+from . import procs, shim
+from .interpreter import module_argv
 
 LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 READY = b"ready\n"

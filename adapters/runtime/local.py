@@ -13,14 +13,14 @@ import warnings
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
-from rollouts.adapters.home import Home, private_dir, private_file
-from rollouts.adapters.runtime import procs, shim, table
-from rollouts.adapters.runtime.forkserver import Forked, ForkServer, ForkServerFailed
-from rollouts.adapters.runtime.interpreter import module_argv
-from rollouts.adapters.runtime.port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
-from rollouts.adapters.runtime.shim import begin_immediate, connect, utc_now, writing
-from rollouts.adapters.runtime.stopping import ACTIVE, Stopping
-from rollouts.adapters.sql_lists import chunks, marks, padded
+from ..home import Home, private_dir, private_file
+from ..sql_lists import chunks, marks, padded
+from . import procs, shim, table
+from .forkserver import Forked, ForkServer, ForkServerFailed
+from .interpreter import module_argv
+from .port import UNKNOWN_CLAIM, DeployerExists, NoSuchDeployer, Observed
+from .shim import begin_immediate, connect, utc_now, writing
+from .stopping import ACTIVE, Stopping
 
 # The port's names, importable from here too.
 __all__ = ["UNKNOWN_CLAIM", "DeployerExists", "LocalRuntime", "NoSuchDeployer", "Observed"]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from types import FrameType
 
-from rollouts.adapters.runtime import procs
+from . import procs
 
 BUSY_TIMEOUT = 30.0
 _PR_SET_PDEATHSIG = 1

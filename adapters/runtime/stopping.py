@@ -10,9 +10,9 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 
-from rollouts.adapters.runtime import procs, table
-from rollouts.adapters.runtime.port import NoSuchDeployer
-from rollouts.adapters.runtime.shim import utc_now
+from . import procs, table
+from .port import NoSuchDeployer
+from .shim import utc_now
 
 ACTIVE = ("created", "running")
 SHIM_EXIT_MARGIN = 5.0

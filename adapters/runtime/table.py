@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from rollouts.adapters.runtime.port import UNKNOWN_CLAIM as UNKNOWN_CLAIM  # rows disowned by a rebind
-from rollouts.adapters.runtime.port import Observed
-from rollouts.adapters.runtime.shim import writing
+from .port import UNKNOWN_CLAIM as UNKNOWN_CLAIM  # rows disowned by a rebind
+from .port import Observed
+from .shim import writing
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS deployers (

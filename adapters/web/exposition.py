@@ -24,12 +24,12 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
-from rollouts.adapters.web import metrics
-from rollouts.projections import files, history_queries
-from rollouts.projections.files import Tracked
-from rollouts.projections.rebuild import paused_gc
-from rollouts.projections.records import topic_parts
-from rollouts.projections.registry import ALL
+from ...projections import files, history_queries
+from ...projections.files import Tracked
+from ...projections.rebuild import paused_gc
+from ...projections.records import topic_parts
+from ...projections.registry import ALL
+from . import metrics
 
 MAX_EVENTS = 10_000  # new events since the last scrape past which every config is read again
 

@@ -13,8 +13,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from rollouts.projections import files, history_queries
-from rollouts.projections.registry import ALL, BY_NAME
+from ...projections import files, history_queries
+from ...projections.registry import ALL, BY_NAME
 
 Samples = list[tuple[list[str], float]]  # a config's samples of one family: label values, value
 HISTORY = [BY_NAME["history"]]  # the one view a scrape catches up (the others report their lag)

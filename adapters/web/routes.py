@@ -13,13 +13,13 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from rollouts.adapters import documents, event_documents
-from rollouts.adapters.cli.params import iso_utc
-from rollouts.adapters.web import pages, timeline
-from rollouts.domain.errors import NotFound
-from rollouts.domain.names import validate_name
-from rollouts.projections import attempt_queries, history_queries
-from rollouts.projections.audit_queries import EventFilter
+from ...domain.errors import NotFound
+from ...domain.names import validate_name
+from ...domain.times import utc_text
+from ...projections import attempt_queries, history_queries
+from ...projections.audit_queries import EventFilter
+from ...service import documents, event_documents
+from . import pages, timeline
 
 HTML, JSON = "text/html; charset=utf-8", "application/json"
 PAGE_EVENTS = 100  # events on a config's page unless ?limit= says otherwise
@@ -160,7 +160,6 @@ def _only(params: dict[str, str], known: tuple[str, ...]) -> None:
 
 def _event_filter(store: Any, params: dict[str, str], default_limit: int | None = None) -> EventFilter:
     """The filter `events` builds from its options, with the same checks."""
-    import click
 
     config = params.get("config")
     if config is not None:
@@ -182,10 +181,11 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
     for key, position in (("after", after), ("until", until)):
         if position is not None and position > head:
             raise BadRequest(f"{key}: position {position} is beyond the head of the log ({head})")
+    since = params.get("since")
     try:
-        since = iso_utc(None, None, params.get("since"))  # type: ignore[arg-type]
-    except click.BadParameter as bad:
-        raise BadRequest(f"since: {bad.format_message()}") from None
+        since = None if since is None else utc_text(since)
+    except ValueError:
+        raise BadRequest(f"since: {since!r} is not an ISO time like 2026-01-31T12:00:00") from None
     return EventFilter(
         config=config,
         revision=revision,

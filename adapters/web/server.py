@@ -15,7 +15,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rollouts.adapters.web import checkpoints, exposition, routes
+from . import checkpoints, exposition, routes
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 SECURITY_HEADERS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from html import escape
 
-from rollouts.projections.attempt_queries import Attempt
+from ...projections.attempt_queries import Attempt
 
 WIDTH, LEFT, RIGHT, ROW, BAR, AXIS = 960, 84, 16, 22, 14, 28
 MIN_BAR = 2.0  # px: an attempt of a few milliseconds stays visible

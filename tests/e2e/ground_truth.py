@@ -146,11 +146,11 @@ def wait_for(check_: Callable[[], T], timeout: float = 20.0, what: str = "condit
 DRIVER = """
 import os, signal, sys
 
-from rollouts.adapters.controller import commands
+from rollouts.service import commands
 from rollouts.adapters.controller.loop import Controller, claimant_id
-from rollouts.adapters.bootstrap import open_app
+from rollouts.service.bootstrap import open_app
 from rollouts.adapters.home import Home
-from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.store.reader import RecorderSource
 from rollouts.adapters.runtime.local import LocalRuntime
 from rollouts.projections.store import ProjectionStore
 

@@ -61,12 +61,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from sim_runtime import ACTIVE, SimCrash, SimRuntime
 
 import rollouts.adapters.controller.loop as loop_module
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
-from rollouts.adapters.controller import commands
 from rollouts.adapters.controller.loop import Controller
 from rollouts.adapters.home import Home
-from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.store.reader import RecorderSource
 from rollouts.domain import phases
 from rollouts.domain.audit import audit
 from rollouts.domain.audit_rules import audit_rules
@@ -78,6 +75,9 @@ from rollouts.projections import audit_queries, files
 from rollouts.projections.projection import Projection
 from rollouts.projections.records import Record, decode
 from rollouts.projections.store import ALL, BY_NAME, ProjectionStore, projections_named
+from rollouts.service import commands
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 
 EXAMPLES = int(os.environ.get("ROLLOUTS_MODEL_EXAMPLES", "500"))
 STEPS = int(os.environ.get("ROLLOUTS_MODEL_STEPS", "30"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from rollouts.adapters import chain
+from rollouts.adapters.store import chain
 
 STREAM = uuid.uuid4()
 

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from eventsourcing.persistence import OperationalError
 
-from rollouts.adapters.application import NotUTF8, WriteConflict
-from rollouts.adapters.backend import StoreUnavailable
-from rollouts.adapters.binding import HomeBoundElsewhere
 from rollouts.adapters.cli.errors import CONFLICT, INTERNAL, MISSING, REFUSED, STORE, USAGE, exit_code_for
-from rollouts.adapters.failures import is_lock_timeout, missing_table
-from rollouts.adapters.store_url import BadStoreURL
+from rollouts.adapters.store.binding import HomeBoundElsewhere
+from rollouts.adapters.store.failures import is_lock_timeout, missing_table
+from rollouts.adapters.store.port import StoreUnavailable
+from rollouts.adapters.store.url import BadStoreURL
 from rollouts.domain.errors import Conflict, DomainError, IllegalTransition, NotFound, StoreProblem, UsageError
 from rollouts.projections.health import BrokenView
 from rollouts.projections.records import UndecodableEvent
 from rollouts.projections.store import UnknownProjection
+from rollouts.service.application import NotUTF8, WriteConflict
 
 
 def sqlite_error(make: str, tmp_path: Path) -> sqlite3.Error:

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
-from rollouts.adapters.controller import commands
 from rollouts.adapters.controller.executor import HANDLERS, REPORTERS, Executor
 from rollouts.adapters.controller.plan import REPORTS, Action, Kind
 from rollouts.adapters.home import Home
 from rollouts.adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
 from rollouts.domain.spec import Hook, Spec
 from rollouts.domain.step import Step
+from rollouts.service import commands
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 
 ME = "claimant-me"
 OTHER = "claimant-other"

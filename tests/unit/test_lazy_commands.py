@@ -32,7 +32,7 @@ def test_rollout_latest_loads_neither_the_history_queries_nor_sqlite_utils() -> 
     code = (
         "import sys; from rollouts.adapters.cli import rollout_cmds;"
         " print(sorted(m for m in ('sqlite_utils', 'rollouts.adapters.cli.rollout_views',"
-        " 'rollouts.projections.history_queries', 'rollouts.adapters.documents') if m in sys.modules))"
+        " 'rollouts.projections.history_queries', 'rollouts.service.documents') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
@@ -44,7 +44,7 @@ def test_rollout_history_defines_no_aggregate_and_loads_the_audits_rules_only_fo
     rules (what --as-of TIME asks of the audit view) load when --as-of is given."""
     code = (
         "import sys; from eventsourcing.domain import BaseAggregate;"
-        " from rollouts.adapters.cli import rollout_views; from rollouts.adapters import recorders;"
+        " from rollouts.adapters.cli import rollout_views; from rollouts.adapters.store import recorders;"
         " seen, todo = set(), [BaseAggregate]\n"
         "while todo:\n"
         "    todo += [c for c in todo.pop().__subclasses__() if c not in seen and not seen.add(c)]\n"

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from rollouts.adapters.notify.sinks import BadURL, check_url, shown
 from rollouts.adapters.notify.worker import retry_delay
 from rollouts.domain import phases
 from rollouts.domain.errors import DomainError
 from rollouts.domain.notification import DEFAULT_ON, UnknownKind, kind_of, parse_kinds, reason_of
 from rollouts.domain.sink import Sink
+from rollouts.service.sinks import BadURL, check_url, shown
 
 
 def test_kinds_parse_in_a_fixed_order_and_unknown_ones_are_usage_errors() -> None:
@@ -71,10 +71,10 @@ def test_retries_start_within_a_second_and_are_never_more_than_ten_seconds_apart
 
 
 def test_the_reader_finds_each_change_with_its_document(tmp_path: Path) -> None:
-    from rollouts.adapters.bootstrap import open_app
     from rollouts.adapters.home import Home
     from rollouts.adapters.notify.changes import ChangeReader
     from rollouts.domain.spec import Spec
+    from rollouts.service.bootstrap import open_app
 
     app = open_app(Home(tmp_path / "home"), None)
     try:

@@ -384,7 +384,7 @@ def test_follow_says_nothing_while_a_controller_runs_a_quiet_deployer(rollouts: 
 
 def test_the_freshest_lease_is_read_without_creating_anything(rollouts_on: Rollouts) -> None:
     from rollouts.adapters.cli.state import State
-    from rollouts.adapters.leases import Leases, freshest_age
+    from rollouts.service.leases import Leases, freshest_age
 
     opened(rollouts_on)
     state = State(str(rollouts_on.home), rollouts_on.store, "tester@test")
@@ -402,7 +402,7 @@ def test_commands_on_a_sqlite_home_do_not_load_the_postgresql_driver(rollouts: R
     PostgreSQL store loads them."""
     opened(rollouts)
     probe = (
-        "import sys; from adapters.cli import main\nsys.argv[0] = 'rollouts'\n"
+        "import sys; from rollouts.adapters.cli import main\nsys.argv[0] = 'rollouts'\n"
         "try:\n    main()\n"
         "except SystemExit as end:\n    code = end.code\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool', 'asyncio')))\n"

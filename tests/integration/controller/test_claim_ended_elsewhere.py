@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
-from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
 from rollouts.adapters.runtime import procs
+from rollouts.service import commands
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 from tests.conftest import Rollouts
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)

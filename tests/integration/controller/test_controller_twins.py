@@ -48,7 +48,7 @@ def test_one_twin_leads_until_it_closes_and_every_twin_is_counted(tmp_path: Path
 
 
 def test_a_twin_whose_process_died_no_longer_leads_nor_counts(tmp_path: Path) -> None:
-    code = "import sys, time\nfrom pathlib import Path\nfrom adapters.controller.twins import Twins\n"
+    code = "import sys, time\nfrom pathlib import Path\nfrom rollouts.adapters.controller.twins import Twins\n"
     code += "t = Twins(Path(sys.argv[1]))\nprint(t.lead(), flush=True)\ntime.sleep(60)\n"
     other = subprocess.Popen(
         [sys.executable, "-c", code, str(tmp_path / "c")], stdout=subprocess.PIPE, text=True, cwd=REPO

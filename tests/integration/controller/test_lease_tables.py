@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
-from rollouts.adapters.leases import Leases
 from rollouts.adapters.notify.lease import SinkLeases
 from rollouts.adapters.runtime.shim import boot_clock
+from rollouts.service.bootstrap import open_app
+from rollouts.service.leases import Leases
 
 pytestmark = pytest.mark.slow  # a PostgreSQL server, threads racing (see tests/test_tiers.py)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.domain import rollout
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
 from rollouts.domain.spec import Spec
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 
 META = new_meta("mallory@test")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rollouts.adapters import chain
+from rollouts.adapters.store import chain
 from tests.conftest import POSTGRES, Rollouts
 from tests.integration.log.test_hash_chain import Log, history
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rollouts.adapters import chain
+from rollouts.adapters.store import chain
 from tests.conftest import Rollouts
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)

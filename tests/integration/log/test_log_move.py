@@ -147,7 +147,7 @@ def test_a_sealed_log_refuses_writes_and_claims_and_its_move_runs_the_deployer_o
 
 def forged_seal(last: dict) -> dict:
     """A seal line for the log of export line `last`, chained after it, as anyone can append one to a backup."""
-    from rollouts.adapters import chain
+    from rollouts.adapters.store import chain
 
     stream, topic, at = str(uuid.uuid4()), "domain.log:LogSeal.Sealed", last["timestamp"]
     data = {"log_id": last["log_id"], "head": last["position"], "head_hash": last["hash"], "reason": None}
@@ -228,12 +228,12 @@ def test_a_failed_import_leaves_nothing(rollouts_on: Rollouts, target: Rollouts,
 
 def test_the_fence_holds_for_a_writer_that_opened_the_log_before_the_seal(tmp_path: Path, backend_store) -> None:
     """The seal is checked in the transaction that appends: an application opened before it is refused too."""
-    from rollouts.adapters.application import new_meta
-    from rollouts.adapters.bootstrap import open_app
     from rollouts.adapters.home import Home
-    from rollouts.adapters.log_move import seal
-    from rollouts.adapters.recorders import LogSealed
+    from rollouts.adapters.store.recorders import LogSealed
     from rollouts.domain.spec import Spec
+    from rollouts.service.application import new_meta
+    from rollouts.service.bootstrap import open_app
+    from rollouts.service.moves import seal
 
     early = open_app(Home(tmp_path / "a"), backend_store)
     early.create_config("app", Spec(command=["true"]), new_meta("t"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rollouts.adapters import chain
+from rollouts.adapters.store import chain
 from tests.conftest import Rollouts
 
 pytestmark = pytest.mark.slow  # real subprocesses and stores
@@ -178,12 +178,12 @@ def test_export_pages_by_position(rollouts: Rollouts, tmp_path: Path) -> None:
 @pytest.mark.parametrize("at", ["end", "middle"])
 def test_a_refusal_after_several_batches_leaves_the_store_empty(tmp_path: Path, backend_store, at: str) -> None:
     """Import is one transaction: a bad line found after batches were inserted rolls all of them back."""
-    from rollouts.adapters.application import new_meta
-    from rollouts.adapters.bootstrap import open_app
     from rollouts.adapters.home import Home
-    from rollouts.adapters.log_move import seal
-    from rollouts.adapters.log_transfer import ImportRefused, export_lines, load
+    from rollouts.adapters.store.transfer import ImportRefused, export_lines, load
     from rollouts.domain.spec import Spec
+    from rollouts.service.application import new_meta
+    from rollouts.service.bootstrap import open_app
+    from rollouts.service.moves import seal
 
     source = open_app(Home(tmp_path / "source"), None)
     source.create_config("web", Spec(command=["true"]), new_meta("t"))
@@ -210,13 +210,13 @@ def test_a_refusal_after_several_batches_leaves_the_store_empty(tmp_path: Path, 
 def test_an_imported_log_keeps_its_positions(tmp_path: Path, backend_store, change: str) -> None:
     """A PostgreSQL log's sequence skips the ids of failed inserts; events name positions (a sink's start,
     a delivered notification's): the target holds each event where the source did, and goes on after."""
-    from rollouts.adapters.application import new_meta
-    from rollouts.adapters.bootstrap import open_app
     from rollouts.adapters.home import Home
-    from rollouts.adapters.log_move import seal
-    from rollouts.adapters.log_transfer import export_lines, load
-    from rollouts.adapters.verify import verify_log
+    from rollouts.adapters.store.transfer import export_lines, load
+    from rollouts.adapters.store.verify import verify_log
     from rollouts.domain.spec import Spec
+    from rollouts.service.application import new_meta
+    from rollouts.service.bootstrap import open_app
+    from rollouts.service.moves import seal
 
     source = open_app(Home(tmp_path / "source"), None)
     source.create_config("web", Spec(command=["true"]), new_meta("t"))
@@ -314,12 +314,12 @@ def test_a_long_sqlite_log_exported_in_parallel_parts_is_the_same_file(tmp_path:
     a damaged document in a part is still one StoreProblem (exit 5), not a crash."""
     import sqlite3
 
-    from rollouts.adapters import log_transfer
-    from rollouts.adapters.application import new_meta
-    from rollouts.adapters.bootstrap import open_app
     from rollouts.adapters.home import Home
+    from rollouts.adapters.store import transfer as log_transfer
     from rollouts.domain.spec import Spec
     from rollouts.projections.records import UndecodableEvent
+    from rollouts.service.application import new_meta
+    from rollouts.service.bootstrap import open_app
 
     app = open_app(Home(tmp_path / "source"), None)
     app.create_config("web", Spec(command=["true"]), new_meta("t"))

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
-from rollouts.adapters.verify import verify_log
+from rollouts.adapters.store.verify import verify_log
 from rollouts.domain import rollout
 from rollouts.domain.spec import Spec
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 
 
 def meta() -> dict[str, Any]:
@@ -51,7 +51,7 @@ def test_a_save_whose_commit_answer_was_lost_is_saved_once_and_told_so(
     finds its events saved, and the command goes on as saved."""
     from eventsourcing.persistence import OperationalError
 
-    from rollouts.adapters.recorder_postgres import ChainedPostgresRecorder
+    from rollouts.adapters.store.postgres.recorder import ChainedPostgresRecorder
 
     app = open_app(Home(tmp_path / "h"), postgres_url)
     try:
@@ -87,7 +87,7 @@ def test_a_save_whose_commit_was_still_under_way_when_the_retry_looked_is_saved_
 
     from eventsourcing.persistence import OperationalError
 
-    from rollouts.adapters.recorder_postgres import ChainedPostgresRecorder
+    from rollouts.adapters.store.postgres.recorder import ChainedPostgresRecorder
 
     app = open_app(Home(tmp_path / "h"), postgres_url)
     try:
@@ -131,7 +131,7 @@ def test_a_save_whose_commit_answer_was_lost_while_the_server_stayed_away_is_tol
     write whose outcome is unknown (exit 5 all the same: stop, and look)."""
     from eventsourcing.persistence import OperationalError
 
-    from rollouts.adapters.recorder_postgres import ChainedPostgresRecorder, OutcomeUnknown
+    from rollouts.adapters.store.postgres.recorder import ChainedPostgresRecorder, OutcomeUnknown
 
     app = open_app(Home(tmp_path / "h"), postgres_url)
     try:
@@ -160,7 +160,7 @@ def test_a_save_that_never_reached_the_server_is_not_told_unknown(
 ) -> None:
     from eventsourcing.persistence import OperationalError
 
-    from rollouts.adapters.recorder_postgres import OutcomeUnknown
+    from rollouts.adapters.store.postgres.recorder import OutcomeUnknown
 
     app = open_app(Home(tmp_path / "h"), postgres_url)
     try:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.adapters.notify.lease import SinkLeases
 from rollouts.adapters.notify.worker import Worker
 from rollouts.domain.notification import KINDS
+from rollouts.service.bootstrap import open_app
 from tests.conftest import Result, Rollouts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))

@@ -30,11 +30,8 @@ import rollouts.projections.build as build_module
 import rollouts.projections.build_worker as worker_module
 import rollouts.projections.rows as rows_module
 import rollouts.projections.store as store_module
-from rollouts.adapters.application import new_meta
-from rollouts.adapters.bootstrap import open_app
-from rollouts.adapters.controller import commands
 from rollouts.adapters.home import Home
-from rollouts.adapters.log_source import RecorderSource, Row
+from rollouts.adapters.store.reader import RecorderSource, Row
 from rollouts.domain import phases, rollout
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
@@ -51,6 +48,9 @@ from rollouts.projections.registry import BY_NAME
 from rollouts.projections.source import SQLiteLog, direct_log
 from rollouts.projections.store import ALL, ProjectionStore
 from rollouts.projections.writer import WriterError
+from rollouts.service import commands
+from rollouts.service.application import new_meta
+from rollouts.service.bootstrap import open_app
 from tests.broken_files import not_a_database_error
 
 REPO = Path(__file__).resolve().parents[3]
@@ -401,9 +401,9 @@ CHILD = r"""
 import json, sys, time
 import rollouts.projections.build as B
 import rollouts.projections.store as S
-from rollouts.adapters.bootstrap import open_app
+from rollouts.service.bootstrap import open_app
 from rollouts.adapters.home import Home
-from rollouts.adapters.log_source import RecorderSource
+from rollouts.adapters.store.reader import RecorderSource
 from rollouts.projections.store import ProjectionStore
 
 home, mode, S.BATCH = Home(sys.argv[1]), sys.argv[2], int(sys.argv[3])
@@ -807,7 +807,7 @@ def test_a_first_event_sqlite_cannot_read_leaves_the_audit_to_python(random_home
 @pytest.fixture
 def random_pg(random_home: tuple[Log, Dump], postgres_url: str, tmp: Path) -> Iterator[tuple[Log, Dump]]:
     """The random log moved to a PostgreSQL schema (same positions), and the live tables of its home."""
-    from rollouts.adapters.log_transfer import export_lines, load
+    from rollouts.adapters.store.transfer import export_lines, load
 
     log, live = random_home
     pg = Log(tmp / "pg-home", postgres_url)

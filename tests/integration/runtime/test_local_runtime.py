@@ -250,7 +250,7 @@ def test_a_killed_shim_makes_observe_kill_the_deployer_group_and_report_it_lost(
 def test_a_row_whose_creator_died_before_spawning_is_reported_lost(home: pathlib.Path, runtime: LocalRuntime) -> None:
     code = (
         "import pathlib, sys\n"
-        "from adapters.runtime.local import LocalRuntime\n"
+        "from rollouts.adapters.runtime.local import LocalRuntime\n"
         "rt = LocalRuntime(pathlib.Path(sys.argv[1]))\n"
         "rt._spawn = lambda name: None  # the creator dies between commit and spawn\n"
         f"rt.create({NAME!r}, config='app', revision=1, attempt=1, argv=['true'],"
@@ -351,7 +351,7 @@ def test_processes_racing_on_a_new_home_spawn_one_deployer(home: pathlib.Path, t
     out = tmp_path / "runs"
     code = (
         "import os, pathlib, sys\n"
-        "from adapters.runtime.local import DeployerExists, LocalRuntime\n"
+        "from rollouts.adapters.runtime.local import DeployerExists, LocalRuntime\n"
         "rt = LocalRuntime(pathlib.Path(sys.argv[1]))\n"
         "argv = ['sh', '-c', 'echo run >> \"$0\"', sys.argv[2]]\n"
         "try:\n"

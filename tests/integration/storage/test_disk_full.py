@@ -179,13 +179,13 @@ def test_a_single_pass_whose_append_the_store_refuses_fails_and_is_not_reported_
     command's error is StoreUnavailable (the CLI's exit 5), whatever the driver's error."""
     import sqlite3
 
-    from rollouts.adapters.backend import StoreUnavailable
-    from rollouts.adapters.bootstrap import open_app
     from rollouts.adapters.controller.loop import Controller, claimant_id
     from rollouts.adapters.home import Home
-    from rollouts.adapters.log_source import RecorderSource
     from rollouts.adapters.runtime.local import LocalRuntime
+    from rollouts.adapters.store.port import StoreUnavailable
+    from rollouts.adapters.store.reader import RecorderSource
     from rollouts.projections.store import ProjectionStore
+    from rollouts.service.bootstrap import open_app
 
     ok(rollouts.sh("config", "create", "web", "--", "true"))
     ok(rollouts.sh("rollout", "latest", "web"))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rollouts.adapters.application import RolloutsApp, new_meta
-from rollouts.adapters.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.domain.spec import Spec
+from rollouts.service.application import RolloutsApp, new_meta
+from rollouts.service.bootstrap import open_app
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from conftest import POSTGRES, Rollouts
 
-from rollouts.adapters.bootstrap import bootstrap
+from rollouts.service.bootstrap import bootstrap
 
 pytestmark = pytest.mark.slow  # real PostgreSQL connections and subprocesses
 

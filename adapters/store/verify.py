@@ -8,8 +8,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rollouts.adapters import binding, chain
-from rollouts.adapters.recorders import PARALLEL_FROM, verify_part
+from . import binding, chain
+from .recorders import PARALLEL_FROM, verify_part
 
 
 def verify_log(

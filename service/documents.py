@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rollouts.projections import history_queries
+from ..projections import history_queries
 
 if TYPE_CHECKING:
     import sqlite_utils

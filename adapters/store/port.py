@@ -11,15 +11,15 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
-from rollouts.domain.errors import StoreProblem
-from rollouts.projections.log_file import Row  # a notification as projections need it (one type for both)
+from ...domain.errors import StoreProblem
+from ...projections.log_file import Row  # a notification as projections need it (one type for both)
 
 if TYPE_CHECKING:
-    from rollouts.adapters.store_url import StoreURL
-    from rollouts.projections.source import Log
+    from ...projections.source import Log
+    from .url import StoreURL
 
 T = TypeVar("T")
-CHAIN_TABLE = "rollouts_chain"  # beside the log: each position's hash (adapters/recorders)
+CHAIN_TABLE = "rollouts_chain"  # beside the log: each position's hash (adapters/store/recorders)
 LOG_TABLE = "rollouts_log"  # beside the log: its id
 APP_NAME = "rollouts"  # RolloutsApp.name: the library reads its settings and names the log's tables after it
 

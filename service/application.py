@@ -21,26 +21,25 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, strtobool
 
-from rollouts.adapters.backend import APP_NAME
-from rollouts.adapters.controller.commands import rollback_for
-from rollouts.adapters.failures import is_lock_timeout
-from rollouts.adapters.identity import new_meta as new_meta  # where callers have long found it
-from rollouts.adapters.preload import PreloadingRepository
-from rollouts.domain import ids, phases, rollout
-from rollouts.domain.config import DeploymentConfig
-from rollouts.domain.deployment import Deployment
-from rollouts.domain.errors import Conflict, DomainError, NotFound, UsageError
-from rollouts.domain.freeze import ALL_ID, FreezeAll, in_force
-from rollouts.domain.home import Home, home_id
-from rollouts.projections.records import UndecodableEvent
+from ..adapters.identity import new_meta as new_meta  # where callers have long found it
+from ..adapters.store.failures import is_lock_timeout
+from ..adapters.store.port import APP_NAME
+from ..adapters.store.preload import PreloadingRepository
+from ..domain import ids, phases, rollout
+from ..domain.config import DeploymentConfig
+from ..domain.deployment import Deployment
+from ..domain.errors import Conflict, DomainError, NotFound, UsageError
+from ..domain.freeze import ALL_ID, FreezeAll, in_force
+from ..domain.home import Home, home_id
+from ..projections.records import UndecodableEvent
+from .commands import rollback_for
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from rollouts.adapters.recorder_postgres import ChainedPostgresRecorder
-    from rollouts.adapters.recorders import ChainedSQLiteRecorder
-    from rollouts.domain.freeze import FreezeAll
-    from rollouts.domain.spec import Spec
+    from ..adapters.store.backends import ChainedRecorder
+    from ..domain.freeze import FreezeAll
+    from ..domain.spec import Spec
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
@@ -62,7 +61,7 @@ def config_spec(config: DeploymentConfig) -> Spec:
 
 
 def config_spec_of(data: dict[str, Any]) -> Spec:
-    from rollouts.domain.spec import Spec  # start-up cost: pydantic loads only for commands that change a spec
+    from ..domain.spec import Spec  # start-up cost: pydantic loads only for commands that change a spec
 
     return Spec.model_validate(data)
 
@@ -81,7 +80,7 @@ class RolloutsApp(Application[UUID]):
     # deployment run its command while `log verify` said ok). A config is its chained events' fold:
     # a cold load of one with 1,200 events replays them in ~25 ms. Logs written before keep their
     # snapshots, unread here; `audit` still checks each is its events' fold (an earlier version loads it).
-    recorder: ChainedSQLiteRecorder | ChainedPostgresRecorder  # as adapters.bootstrap opens it
+    recorder: ChainedRecorder  # as service.bootstrap opens it
 
     def __init__(self, env: Any = None) -> None:
         super().__init__(env)

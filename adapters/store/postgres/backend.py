@@ -8,12 +8,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rollouts.adapters.backend import APP_NAME, CACHE, LeaseSQL, Query, Row, Snapshot, StoreUnavailable, first
-from rollouts.adapters.store_url import PostgresURL
-from rollouts.projections.source import PostgresLog
+from ....projections.source import PostgresLog
+from ..port import APP_NAME, CACHE, LeaseSQL, Query, Row, Snapshot, StoreUnavailable, first
+from ..url import PostgresURL
 
 if TYPE_CHECKING:
-    from rollouts.projections.source import Log
+    from ....projections.source import Log
 
 T = TypeVar("T")
 SCHEMA_LOCK = 7262011  # advisory lock: opens that create the schema and the log's tables
@@ -50,12 +50,12 @@ class PostgresBackend:
         password = (
             {"POSTGRES_PASSWORD": url.password}
             if url.password
-            else {"POSTGRES_GET_PASSWORD_TOPIC": "rollouts.adapters.backend_postgres_factory:libpq_password"}
+            else {"POSTGRES_GET_PASSWORD_TOPIC": "rollouts.adapters.store.postgres.factory:libpq_password"}
         )
         return {
             **CACHE,
-            "PERSISTENCE_MODULE": "rollouts.adapters.backend_postgres_factory:LibpqFactory",
-            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.recorder_postgres:ChainedPostgresRecorder",
+            "PERSISTENCE_MODULE": "rollouts.adapters.store.postgres.factory:LibpqFactory",
+            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.store.postgres.recorder:ChainedPostgresRecorder",
             "POSTGRES_DBNAME": url.dbname,
             "POSTGRES_HOST": url.host,
             "POSTGRES_PORT": str(url.port),

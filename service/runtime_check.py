@@ -15,9 +15,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from rollouts.adapters.controller.launch import command_of, inherited
-from rollouts.adapters.runtime.port import claim_parts
-from rollouts.domain.spec import Spec
+from ..adapters.runtime.port import claim_parts
+from ..domain.spec import Spec
+from .launch import command_of, inherited
 
 ROWS = (
     "SELECT name, config, revision, argv, env, pass_env, claim FROM deployers"

@@ -15,10 +15,11 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
-from rollouts.adapters import chain
-from rollouts.adapters.backend import StoreUnavailable
-from rollouts.adapters.failures import missing_table
-from rollouts.adapters.recorders import (
+from ....domain.ids import seal_id
+from .. import chain
+from ..failures import missing_table
+from ..port import StoreUnavailable
+from ..recorders import (
     BATCH,
     CHAIN_TABLE,
     CLAIM_TOPIC,
@@ -36,10 +37,9 @@ from rollouts.adapters.recorders import (
     first_value,
     merge,
 )
-from rollouts.domain.ids import seal_id
 
 if TYPE_CHECKING:
-    from rollouts.adapters.backend import Backend
+    from ..port import Backend
 
 
 WRITER_CHECK = "rollouts_writer_check"  # the trigger, and its function, that hold writers to their own role

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from rollouts.domain.errors import UsageError
+from ...domain.errors import UsageError
 
 # libpq's own connection parameters a URL may carry (https://www.postgresql.org/docs/current/libpq-connect.html)
 LIBPQ = (

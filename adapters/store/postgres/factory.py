@@ -6,7 +6,7 @@ from typing import Any
 
 from eventsourcing.postgres import PostgresFactory
 
-from rollouts.adapters.backend_postgres import LIBPQ_KEY
+from .backend import LIBPQ_KEY
 
 
 def libpq_password() -> None:

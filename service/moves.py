@@ -17,20 +17,20 @@ from uuid import UUID, uuid4
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import StoredEvent
 
-from rollouts.adapters.recorders import LogSealed
-from rollouts.domain import rollout
-from rollouts.domain.errors import DomainError
-from rollouts.domain.ids import origin_id
-from rollouts.domain.log import LogOrigin, LogSeal
-from rollouts.domain.log_writers import writer_of
-from rollouts.domain.open_fold import OpenFold
-from rollouts.projections.records import record
+from ..adapters.store.recorders import LogSealed
+from ..domain import rollout
+from ..domain.errors import DomainError
+from ..domain.ids import origin_id
+from ..domain.log import LogOrigin, LogSeal
+from ..domain.log_writers import writer_of
+from ..domain.open_fold import OpenFold
+from ..projections.records import record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rollouts.adapters.application import RolloutsApp
-    from rollouts.adapters.log_transfer import Checked, Reader
+    from ..adapters.store.transfer import Checked, Reader
+    from .application import RolloutsApp
 
 Meta = dict[str, Any]
 

@@ -15,18 +15,18 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from rollouts.adapters.backend import LOG_TABLE
-from rollouts.adapters.bootstrap import bootstrap
-from rollouts.adapters.home import DEFAULT_HOME
-from rollouts.adapters.leases import TABLE as LEASES
-from rollouts.adapters.leases import lease_seconds
-from rollouts.adapters.store_url import parse_store
-from rollouts.domain.errors import StoreProblem, UsageError
-from rollouts.domain.fencing import Verdict, claim_verdict
-from rollouts.domain.log_writers import writer_of
+from ..adapters.home import DEFAULT_HOME
+from ..adapters.store.port import LOG_TABLE
+from ..adapters.store.url import parse_store
+from ..domain.errors import StoreProblem, UsageError
+from ..domain.fencing import Verdict, claim_verdict
+from ..domain.log_writers import writer_of
+from .bootstrap import bootstrap
+from .leases import TABLE as LEASES
+from .leases import lease_seconds
 
 if TYPE_CHECKING:
-    from rollouts.adapters.backend import Backend, Snapshot
+    from ..adapters.store.port import Backend, Snapshot
 
 _CLAIM = re.compile(r"([0-9a-f]{32}):([0-9]{1,18})")
 CLAIMED = ".DeployerClaimed"

@@ -10,14 +10,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollouts.adapters.backend import APP_NAME, Backend
-from rollouts.adapters.backend_postgres import PostgresBackend
-from rollouts.adapters.backend_sqlite import SQLiteBackend
-from rollouts.adapters.home import Home
-from rollouts.adapters.store_url import PostgresURL, StoreURL, parse_store
+from ..adapters.home import Home
+from ..adapters.store.backends import backend_for
+from ..adapters.store.port import APP_NAME, Backend
+from ..adapters.store.url import StoreURL, parse_store
 
 if TYPE_CHECKING:
-    from rollouts.adapters.application import RolloutsApp
+    from .application import RolloutsApp
 
 
 class Services:
@@ -31,7 +30,7 @@ class Services:
         """The application on the store, creating what is missing (`env`: the library's settings to change)."""
 
         self.home.ensure()
-        from rollouts.adapters.application import RolloutsApp  # start-up cost: read commands never load the app
+        from .application import RolloutsApp  # start-up cost: read commands never load the app
 
         app = self.backend.open(lambda base: RolloutsApp(env={**base, **env}), reading=False)
         app.recorder.backend = self.backend
@@ -50,14 +49,6 @@ class Services:
         recorder = self.backend.open(construct, reading=True)
         recorder.backend = self.backend
         return recorder
-
-
-def backend_for(home: Home, store: StoreURL) -> Backend:
-    """The backend of `store` (the SQLite one keeps its log in `home`)."""
-    if isinstance(store, PostgresURL):
-        return PostgresBackend(store)
-
-    return SQLiteBackend(home)
 
 
 def bootstrap(home: Home | str | Path, store: StoreURL | str | None = None) -> Services:

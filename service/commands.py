@@ -10,13 +10,13 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from rollouts.adapters.failures import is_lock_timeout
-from rollouts.domain import ids, phases, rollout
-from rollouts.domain.deployment import ABORTED, Deployment
-from rollouts.domain.errors import DomainError, NotFound
+from ..adapters.store.failures import is_lock_timeout
+from ..domain import ids, phases, rollout
+from ..domain.deployment import ABORTED, Deployment
+from ..domain.errors import DomainError, NotFound
 
 if TYPE_CHECKING:
-    from rollouts.adapters.application import RolloutsApp
+    from .application import RolloutsApp
 
 Report = Callable[[Deployment], bool]
 Decision = Callable[[], tuple[list[Any], Any]]
@@ -85,7 +85,7 @@ def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: di
         return []
 
     source = app.deployment(config, to)
-    from rollouts.domain.spec import Spec  # start-up cost: pydantic loads only for a rollback
+    from ..domain.spec import Spec  # start-up cost: pydantic loads only for a rollback
 
     restored = app.spec_source(config, source).typed_spec().rollout_part()
     spec = Spec.model_validate({**config.spec, **restored}).to_data()  # as undo stores it

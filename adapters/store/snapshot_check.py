@@ -25,8 +25,8 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic
 
-from rollouts.adapters import chain
-from rollouts.domain import config, deployment, freeze, home
+from ...domain import config, deployment, freeze, home
+from . import chain
 
 AGGREGATES = (config, deployment, freeze, home)  # imported: their events' topics are registered as they load
 

@@ -27,15 +27,15 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
-from rollouts.adapters import chain
-from rollouts.adapters.backend import CHAIN_TABLE, LOG_TABLE
-from rollouts.adapters.failures import missing_table
-from rollouts.adapters.sql_lists import chunks, marks, padded, shape
-from rollouts.domain.errors import DomainError
-from rollouts.domain.ids import seal_id
+from ...domain.errors import DomainError
+from ...domain.ids import seal_id
+from ..sql_lists import chunks, marks, padded, shape
+from . import chain
+from .failures import missing_table
+from .port import CHAIN_TABLE, LOG_TABLE
 
 if TYPE_CHECKING:
-    from rollouts.adapters.backend import Backend
+    from .port import Backend
 
 BATCH = 5_000
 CLAIM_TOPIC = "%.DeployerClaimed"

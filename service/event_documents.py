@@ -1,15 +1,15 @@
 """The documents of the event log that `events -o json` prints and serve's /api/events answers (the same
-functions make both). Apart from adapters/documents.py: the audit view's queries and the domain's event
+functions make both). Apart from service/documents.py: the audit view's queries and the domain's event
 types they need load only for the commands that list events, not for every command that prints."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rollouts.adapters import documents
-from rollouts.adapters.store_url import shown
-from rollouts.domain.event_types import event_types
-from rollouts.projections import audit_queries
+from ..adapters.store.url import shown
+from ..domain.event_types import event_types
+from ..projections import audit_queries
+from . import documents
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -21,12 +21,12 @@ from uuid import UUID
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from rollouts.adapters import chain
-from rollouts.adapters.recorders import PARALLEL_FROM, HashedRow, Imported, StoreNotEmpty, sqlite_hashed
-from rollouts.domain.errors import DomainError
-from rollouts.domain.event_types import event_topics
-from rollouts.domain.open_fold import OpenFold
-from rollouts.projections.records import UndecodableEvent, topic_parts
+from ...domain.errors import DomainError
+from ...domain.event_types import event_topics
+from ...domain.open_fold import OpenFold
+from ...projections.records import UndecodableEvent, topic_parts
+from . import chain
+from .recorders import PARALLEL_FROM, HashedRow, Imported, StoreNotEmpty, sqlite_hashed
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
 SEAL_KIND = "domain.log:LogSeal"  # the kind projections.records gives a seal's events

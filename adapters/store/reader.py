@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from rollouts.adapters.backend import Row
-from rollouts.projections.source import PostgresLog, SQLiteLog
+from ...projections.source import PostgresLog, SQLiteLog
+from .port import Row
 
 __all__ = ["RecorderSource", "Row"]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rollouts.adapters import settings
-from rollouts.adapters.backend import first
-from rollouts.adapters.runtime.shim import boot_clock
-from rollouts.domain.errors import StoreProblem
+from ..adapters import settings
+from ..adapters.runtime.shim import boot_clock
+from ..adapters.store.port import first
+from ..domain.errors import StoreProblem
 
 if TYPE_CHECKING:
-    from rollouts.adapters.application import RolloutsApp
+    from .application import RolloutsApp
 
 TABLE = "rollouts_leases"
 

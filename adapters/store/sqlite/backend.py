@@ -8,14 +8,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rollouts.adapters.backend import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable, dashed
-from rollouts.adapters.home import Home, private_file
-from rollouts.adapters.store_url import SQLiteInHome
-from rollouts.projections.records import UndecodableEvent
-from rollouts.projections.source import SQLiteLog
+from ....projections.records import UndecodableEvent
+from ....projections.source import SQLiteLog
+from ...home import Home, private_file
+from ..port import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable, dashed
+from ..url import SQLiteInHome
 
 if TYPE_CHECKING:
-    from rollouts.projections.source import Log
+    from ....projections.source import Log
 
 T = TypeVar("T")
 MEMO_IDS = 5_000  # a rebuild's batch shares them; a long-lived reader must not keep every id
@@ -42,8 +42,8 @@ class SQLiteBackend:
     def env(self) -> dict[str, str]:
         return {
             **CACHE,
-            "PERSISTENCE_MODULE": "rollouts.adapters.recorders:SQLiteStoreFactory",
-            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.recorders:ChainedSQLiteRecorder",
+            "PERSISTENCE_MODULE": "rollouts.adapters.store.recorders:SQLiteStoreFactory",
+            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.store.recorders:ChainedSQLiteRecorder",
             "SQLITE_DBNAME": str(self.home.events_db),
             "SQLITE_LOCK_TIMEOUT": "10",
         }

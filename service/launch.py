@@ -6,11 +6,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rollouts.domain.deployment import Deployment
-from rollouts.domain.step import DEPLOYER, VERIFY
+from ..domain.deployment import Deployment
+from ..domain.step import DEPLOYER, VERIFY
 
 if TYPE_CHECKING:
-    from rollouts.domain.spec import Spec
+    from ..domain.spec import Spec
 
 # Taken from the controller's environment for every deployer and hook; nothing else is, unless named.
 INHERITED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "TERM"})

@@ -9,13 +9,13 @@ from urllib.parse import urlsplit
 
 from eventsourcing.application import AggregateNotFoundError
 
-from rollouts.adapters.store_url import shown as shown  # where callers have long found it
-from rollouts.domain.errors import NotFound, UsageError
-from rollouts.domain.sink import Sink, sink_id
-from rollouts.domain.sink_index import INDEX_ID, SinkIndex
+from ..adapters.store.url import shown as shown  # where callers have long found it
+from ..domain.errors import NotFound, UsageError
+from ..domain.sink import Sink, sink_id
+from ..domain.sink_index import INDEX_ID, SinkIndex
 
 if TYPE_CHECKING:
-    from rollouts.adapters.application import Decision, RolloutsApp
+    from .application import Decision, RolloutsApp
 
 
 class BadURL(UsageError):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollouts.adapters.backend import StoreUnavailable
+from .port import StoreUnavailable
 
 FILE = "binding.json"
 

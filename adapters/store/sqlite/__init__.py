@@ -1,0 +1,1 @@
+"""The SQLite backend: the log is events.db in the home."""
