@@ -1,0 +1,190 @@
+"""Analysis templates (DESIGN 7.9): what a template says, its placeholders, and how a measurement's result
+becomes an outcome."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from . import condition
+from .condition import EvaluationError, Value
+from .spec import ENV_KEY_PATTERN
+
+PROVIDERS = ("prometheus", "http", "command")
+OUTCOMES = ("passed", "failed", "inconclusive")
+ROLLOUT_PLACEHOLDERS = ("config", "version", "attempt", "step", "weight")
+PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$")
+MOST_SHOWN = 256  # characters of a value or an error that an event keeps
+
+
+class TemplateSpec(BaseModel):
+    """Everything a template says: its provider and what to ask it, its conditions, its cadence and limits,
+    and the arguments it declares (a default, or None: the config must give it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: Literal["prometheus", "http", "command"]
+    address: str | None = None
+    address_env: str | None = None
+    query: str | None = None
+    url: str | None = None
+    url_env: str | None = None
+    method: Literal["GET", "POST"] = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    header_env: dict[str, str] = Field(default_factory=dict)  # header -> the variable holding its value
+    body: str | None = None
+    json_path: str | None = None
+    command: list[str] | None = Field(default=None, min_length=1)
+    success: str | None = None
+    failure: str | None = None
+    on_empty: Literal["inconclusive", "failed", "passed"] = "inconclusive"
+    count: int = Field(default=3, ge=1, le=1000)
+    interval: int = Field(default=10, ge=0, le=86400)
+    timeout: int = Field(default=30, ge=1, le=86400)
+    failure_limit: int = Field(default=0, ge=0)
+    inconclusive_limit: int = Field(default=0, ge=0)
+    args: dict[str, str | None] = Field(default_factory=dict)
+
+    @field_validator("success", "failure")
+    @classmethod
+    def _condition(cls, text: str | None) -> str | None:
+        if text is None:
+            return None
+        try:
+            return condition.check(text)
+        except condition.ConditionError as error:
+            raise ValueError(f"{text!r} is not a condition: {error}") from None
+
+    @field_validator("address_env", "url_env")
+    @classmethod
+    def _variable(cls, name: str | None) -> str | None:
+        if name is not None and not ENV_KEY_PATTERN.fullmatch(name):
+            raise ValueError(f"{name[:80]!r} is not a variable name")
+        return name
+
+    @field_validator("header_env")
+    @classmethod
+    def _header_variables(cls, names: dict[str, str]) -> dict[str, str]:
+        for header, name in names.items():
+            if not ENV_KEY_PATTERN.fullmatch(name):
+                raise ValueError(f"{name[:80]!r} (for header {header!r}) is not a variable name")
+        return names
+
+    @field_validator("args")
+    @classmethod
+    def _arg_names(cls, args: dict[str, str | None]) -> dict[str, str | None]:
+        for name in args:
+            if not ARG_NAME.fullmatch(name):
+                raise ValueError(f"{name[:80]!r} is not an argument name (letters, digits, _ and -)")
+        return args
+
+    @model_validator(mode="after")
+    def _whole(self) -> TemplateSpec:
+        _provider_options(self)
+        if self.failure_limit >= self.count:
+            raise ValueError(f"failure limit {self.failure_limit} >= count {self.count}: it could never fail")
+        unknown = [p for p in placeholders_of(self) if not _known(p, self.args)]
+        if unknown:
+            raise ValueError(f"unknown placeholder {{{{{unknown[0]}}}}}")
+        return self
+
+
+_OWN: dict[str, tuple[str, ...]] = {
+    "prometheus": ("address", "address_env", "query"),
+    "http": ("url", "url_env", "body", "json_path"),
+    "command": ("command",),
+}
+
+
+def _provider_options(spec: TemplateSpec) -> None:
+    """Each provider's own options, present as it needs them; another provider's options refused."""
+    for provider, options in _OWN.items():
+        given = [o for o in options if getattr(spec, o) is not None]
+        if provider != spec.provider and given:
+            raise ValueError(f"--{given[0].replace('_', '-')} is for the {provider} provider, not {spec.provider}")
+    if spec.provider != "http" and (spec.headers or spec.header_env or spec.method != "GET"):
+        raise ValueError(f"--method and --header are for the http provider, not {spec.provider}")
+    if spec.provider == "prometheus":
+        _one_of(spec.address, spec.address_env, "--address", "--address-env")
+        if not spec.query:
+            raise ValueError("the prometheus provider needs --query")
+    elif spec.provider == "http":
+        _one_of(spec.url, spec.url_env, "--url", "--url-env")
+    elif not spec.command:
+        raise ValueError("the command provider needs --command")
+
+
+def _one_of(value: str | None, variable: str | None, option: str, env_option: str) -> None:
+    if (value is None) == (variable is None):
+        raise ValueError(f"give exactly one of {option} and {env_option}")
+
+
+def placeholders_of(spec: TemplateSpec) -> list[str]:
+    """Every placeholder the template's query, URL, headers, body and command name, in order."""
+    texts = [spec.query, spec.url, spec.body, *spec.headers.values(), *(spec.command or [])]
+    return [m.group(1) for text in texts if text for m in PLACEHOLDER.finditer(text)]
+
+
+def _known(placeholder: str, args: Mapping[str, str | None]) -> bool:
+    kind, _, name = placeholder.partition(".")
+    return (kind == "args" and name in args) or (kind == "rollout" and name in ROLLOUT_PLACEHOLDERS)
+
+
+def missing_args(spec: TemplateSpec, given: Mapping[str, str]) -> list[str]:
+    """The declared arguments with neither a value in `given` nor a default."""
+    return [name for name, default in spec.args.items() if default is None and name not in given]
+
+
+def unknown_args(spec: TemplateSpec, given: Mapping[str, str]) -> list[str]:
+    """The arguments in `given` the template does not declare."""
+    return [name for name in given if name not in spec.args]
+
+
+def resolved(text: str, args: Mapping[str, str], rollout: Mapping[str, str]) -> str:
+    """`text` with each placeholder replaced (KeyError: one no value was given for)."""
+
+    def value(match: re.Match[str]) -> str:
+        kind, _, name = match.group(1).partition(".")
+        return (args if kind == "args" else rollout)[name]
+
+    return PLACEHOLDER.sub(value, text)
+
+
+def values_of(spec: TemplateSpec, given: Mapping[str, str]) -> dict[str, str]:
+    """The arguments' values: those given, else their defaults (missing_args first names what lacks one)."""
+    return {name: given.get(name, default or "") for name, default in spec.args.items()}
+
+
+def outcome(
+    spec: TemplateSpec, result: Value, *, empty: bool, error: str | None
+) -> tuple[Literal["passed", "failed", "inconclusive"], str | None]:
+    """A measurement's outcome and why it is inconclusive (DESIGN 7.9): an error is inconclusive, an empty
+    result follows --on-empty; then --success holding is passed; else --failure holding is failed, neither
+    inconclusive, and without --failure failed. Without --success any answer passes unless --failure holds. A result the conditions cannot decide (NaN, a
+    list where a number was meant) is inconclusive, with why."""
+    if error is not None:
+        return "inconclusive", shortened(error)
+    if empty:
+        return spec.on_empty, None if spec.on_empty != "inconclusive" else "empty result"
+    if isinstance(result, float) and math.isnan(result):
+        return "inconclusive", "the result is NaN"
+    try:
+        if spec.success is not None and condition.decide(spec.success, result):
+            return "passed", None
+        failed = spec.failure is not None and condition.decide(spec.failure, result)
+    except EvaluationError as why:
+        return "inconclusive", shortened(str(why))
+    if spec.success is None:  # any answer passes (an http 2xx), unless --failure holds
+        return ("failed", None) if failed else ("passed", None)
+    return ("failed", None) if failed or spec.failure is None else ("inconclusive", None)
+
+
+def shortened(text: str) -> str:
+    """At most MOST_SHOWN printable characters (an event keeps no more, and nothing that moves a terminal)."""
+    clean = "".join(c if c.isprintable() else " " for c in text)
+    return clean if len(clean) <= MOST_SHOWN else clean[: MOST_SHOWN - 1] + "…"
