@@ -163,10 +163,10 @@ def values_of(spec: TemplateSpec, given: Mapping[str, str]) -> dict[str, str]:
 def outcome(
     spec: TemplateSpec, result: Value, *, empty: bool, error: str | None
 ) -> tuple[Literal["passed", "failed", "inconclusive"], str | None]:
-    """A measurement's outcome and why it is inconclusive (DESIGN 7.9): an error is inconclusive, an empty
-    result follows --on-empty; then --success holding is passed; else --failure holding is failed, neither
-    inconclusive, and without --failure failed. Without --success any answer passes unless --failure holds. A result the conditions cannot decide (NaN, a
-    list where a number was meant) is inconclusive, with why."""
+    """A measurement's outcome and why it is inconclusive (DESIGN 7.9). An error is inconclusive; an empty
+    result follows --on-empty; then --success holding is passed, else --failure holding is failed, neither
+    inconclusive, and without --failure failed. Without --success any answer passes unless --failure holds.
+    A result the conditions cannot decide (NaN, a list where a number was meant) is inconclusive, with why."""
     if error is not None:
         return "inconclusive", shortened(error)
     if empty:
