@@ -57,6 +57,7 @@ FAST = {
     "integration/cli/test_cli_verbs.py",
     "integration/log/test_events_paging.py",
     "integration/bench/test_sink_server.py",
+    "integration/bench/test_bench_commands.py",
     "integration/notify/test_notify_cli.py",
     "integration/storage/test_preload.py",
     "integration/projections/test_projections.py",

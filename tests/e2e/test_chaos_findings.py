@@ -1,4 +1,4 @@
-"""Regression tests for the failures the chaos runner (bench/chaos.py) found, one per failure.
+"""Regression tests for the failures the chaos runner (bench/chaos/run.py) found, one per failure.
 
 Each test is named after what went wrong, and each failed before its fix.
 The deployer's own output is the ground truth, as in test_seed_scenarios.py.

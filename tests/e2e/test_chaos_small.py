@@ -1,4 +1,4 @@
-"""A small seeded chaos run (bench/chaos.py) with real processes: every invariant counter is clean.
+"""A small seeded chaos run (bench/chaos/run.py) with real processes: every invariant counter is clean.
 
 Sizes come from ROLLOUTS_CHAOS_SEED, ROLLOUTS_CHAOS_CONFIGS, ROLLOUTS_CHAOS_ROLLOUTS,
 ROLLOUTS_CHAOS_CONTROLLERS and ROLLOUTS_CHAOS_MINUTES when set (for longer runs); the
@@ -56,8 +56,8 @@ def sizes() -> dict[str, str]:
 
 
 def chaos(argv: list[str], budget: float) -> tuple[dict[str, Any], str]:
-    """Run bench/chaos.py with `argv` within `budget` seconds: its result line, and what to show on failure."""
-    argv = [sys.executable, str(ROOT / "bench" / "chaos.py"), *argv]
+    """Run bench/chaos/run.py with `argv` within `budget` seconds: its result line, and what to show on failure."""
+    argv = [sys.executable, str(ROOT / "bench" / "chaos" / "run.py"), *argv]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

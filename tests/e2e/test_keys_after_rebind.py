@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import Rollouts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from sink_server import SinkServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout, where `bench` is
+from bench.shared.sink_server import SinkServer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 FAST = {"ROLLOUTS_NOTIFY_TIMEOUT": "1", "ROLLOUTS_NOTIFY_LEASE_SECONDS": "3"}

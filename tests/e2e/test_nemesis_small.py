@@ -1,4 +1,4 @@
-"""Faults between hosts (bench/nemesis.py, DESIGN 7.7): three controllers in network namespaces of the
+"""Faults between hosts (bench/nemesis/run.py, DESIGN 7.7): three controllers in network namespaces of the
 run's own making share one PostgreSQL log through fault proxies; partitions, lost replies, delays,
 resets, paused hosts, stepped clocks, killed connections and killed controllers; 0 violations by a
 checker that reads the deployers' own ground truth.
@@ -40,7 +40,7 @@ def preconditions() -> None:
 
 
 def nemesis(argv: list[str], budget: float) -> tuple[dict[str, Any], str]:
-    argv = [sys.executable, str(ROOT / "bench" / "nemesis.py"), "--store", POSTGRES, *argv]
+    argv = [sys.executable, str(ROOT / "bench" / "nemesis" / "run.py"), "--store", POSTGRES, *argv]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = proc.communicate(timeout=budget)
@@ -99,7 +99,7 @@ def test_a_run_removes_what_a_dead_run_left_and_nothing_of_a_live_one() -> None:
 
 
 def nemesis_net_module() -> Any:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import nemesis_net
+    sys.path.insert(0, str(ROOT))  # the checkout, where `bench` is
+    from bench.nemesis import net as nemesis_net
 
     return nemesis_net

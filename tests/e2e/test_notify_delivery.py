@@ -18,9 +18,9 @@ from rollouts.domain import phases
 from tests.conftest import Rollouts
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import chaos_notify  # noqa: E402
-from sink_server import Received, SinkServer  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the checkout, where `bench` is
+from bench.chaos import notify as chaos_notify  # noqa: E402
+from bench.shared.sink_server import Received, SinkServer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 FAST = {"ROLLOUTS_NOTIFY_TIMEOUT": "1", "ROLLOUTS_NOTIFY_LEASE_SECONDS": "3"}

@@ -1,4 +1,4 @@
-"""bench/figures.py: the PostgreSQL end-to-end rate held to its second goal, 0.6x of SQLite's (issue #34)."""
+"""bench/performance/figures.py: the PostgreSQL end-to-end rate held to its second goal, 0.6x of SQLite's (#34)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-from figures import Figure, pg_against_sqlite  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the checkout, where `bench` is
+from bench.performance.figures import Figure, pg_against_sqlite  # noqa: E402
 
 
 def e2e(pg: float, sqlite: float, pg_skipped: str = "") -> list[Figure]:

@@ -1,4 +1,4 @@
-"""The chaos runner's write checks (bench/chaos.py) on hand-made logs: what counts as a lost write."""
+"""The chaos runner's write checks (bench/chaos/checks.py) on hand-made logs: what counts as a lost write."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import chaos  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the checkout, where `bench` is
+from bench.chaos import run as chaos  # noqa: E402
 
 T0 = 1_800_000_000.0
 

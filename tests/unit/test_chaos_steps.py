@@ -1,4 +1,4 @@
-"""The chaos runner's checks of the automatic rollback (bench/chaos_steps.py) on hand-made logs: a
+"""The chaos runner's checks of the automatic rollback (bench/chaos/steps.py) on hand-made logs: a
 failure that calls for a rollback and has none, one rolled back twice, one rolled back that called for none."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import chaos  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the checkout, where `bench` is
+from bench.chaos import run as chaos  # noqa: E402
 
 POSITION = iter(range(1, 10_000))
 

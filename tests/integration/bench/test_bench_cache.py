@@ -1,4 +1,4 @@
-"""bench/generate.py's cached logs: benchmarks started together share one generation, never mix two."""
+"""bench/performance/generate.py's cached logs: benchmarks started together share one generation, never mix two."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[3]
 EVENTS = 8000
 SCRIPT = f"""
 import sqlite3, sys
-sys.path.insert(0, sys.argv[1] + "/bench")
-from generate import cached_log
+sys.path.insert(0, sys.argv[1])
+from bench.performance.generate import cached_log
 home = cached_log({EVENTS}, 10, False)
 print(home.path)
 print(sqlite3.connect(home.path / "events.db").execute("SELECT count(*) FROM stored_events").fetchone()[0])

@@ -1,4 +1,4 @@
-"""The bench's CLI fork server (bench/cli_server.py): each command is a process of its own running the real CLI."""
+"""The bench's CLI fork server (bench/shared/cli_server.py): each command is a process of its own running the CLI."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "bench"))
-from cli_server import ForkedCli, FreshCli  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the checkout, where `bench` is
+from bench.shared.cli_server import ForkedCli, FreshCli  # noqa: E402
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 

@@ -1,4 +1,4 @@
-"""The bench's notification sink (bench/sink_server.py) counts as delivered only what fully arrived."""
+"""The bench's notification sink (bench/shared/sink_server.py) counts as delivered only what fully arrived."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "bench"))
-from sink_server import SinkServer  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the checkout, where `bench` is
+from bench.shared.sink_server import SinkServer  # noqa: E402
 
 
 def post(sink: SinkServer, body: bytes, length: int) -> None:

@@ -17,8 +17,8 @@ from rollouts.domain.notification import KINDS
 from rollouts.service.bootstrap import open_app
 from tests.conftest import Result, Rollouts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-from sink_server import SinkServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, where `bench` is
+from bench.shared.sink_server import SinkServer  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a real HTTP sink whose answers wait (see tests/test_tiers.py)
 

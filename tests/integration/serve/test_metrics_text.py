@@ -3,7 +3,7 @@ byte for byte what prometheus_client's generate_latest gives for the whole regis
 after any sequence of changes.
 
 The changes are random: users and a controller acting through the domain on a few configs
-(bench/generate.py's Generator: triggers, claims, runs, failures, retries, cancels, spec changes,
+(bench/performance/generate.py's Generator: triggers, claims, runs, failures, retries, cancels, spec changes,
 pauses; a clock that jumps so ends fall in every duration bucket), CLI commands in-process on
 another config, and a view rebuilt from the log; one event or many between scrapes, more than
 the pieces follow event by event now and then, the history view caught up by someone else or by
@@ -31,8 +31,8 @@ from rollouts.projections import history, history_queries
 from rollouts.service.bootstrap import open_app
 from tests.conftest import Rollouts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-from generate import Generator  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, where `bench` is
+from bench.performance.generate import Generator  # noqa: E402
 
 STEPS = 60
 HISTORY_LAG = re.compile(rb'^rollouts_projection_lag_events\{projection="history"\} .*$', re.MULTILINE)

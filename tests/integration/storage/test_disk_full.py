@@ -215,9 +215,8 @@ def test_a_rebuild_whose_index_sorts_find_the_temp_disk_full_exits_5_and_the_vie
     """A rebuild sorts its indexes in temp files (files.for_sorting; SQLite's sorter keeps up to 250 pages
     in memory, 4 MB of the audit view's, so 100k events spill): with no room there it fails with one
     line naming that folder, exit 5, and leaves the views as they were; with room again it rebuilds."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-    from generate import generate  # (bench/generate.py: users and a controller, through the domain)
-
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, where `bench` is
+    from bench.performance.generate import generate  # users and a controller, through the domain
     from rollouts.adapters.home import Home
 
     generate(Home(rollouts.home), 100_000, 20, 200, 3)

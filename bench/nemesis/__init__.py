@@ -1,0 +1,1 @@
+"""Faults between hosts (bench/nemesis/run.py): controllers on network namespaces sharing one PostgreSQL log."""
