@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import click
 
 from .errors import internal_error
 from .state import State, healing, pass_reader
 from .types import Whole
+
+if TYPE_CHECKING:  # the web stack loads only when `serve` runs
+    from ..web.exposition import Exposition
+    from ..web.routes import Response
 
 
 @click.command()
@@ -51,7 +57,12 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
 
     Each request catches the views up first, as read commands do, and checks
     that the home is still bound to the store's log (503 if not); the log is
-    never written. The URL is printed on stdout once the port is open.
+    never written. The URL is printed on stdout once the port is open. The
+    pages follow the log: while a rollout runs they update themselves.
+
+    A client idle, or slow to send its request, for 30 s is disconnected; at
+    most 100 connections are open at once (past that the one idle the
+    longest is closed for the newcomer).
 
     Off loopback (an address other than 127.0.0.0/8, ::1 or localhost) serve
     refuses to start unless given --token-env NAME (every request, /metrics
@@ -63,21 +74,13 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
       rollouts serve --port 0             # a free port; the URL is on stdout
       ROLLOUTS_SERVE_TOKEN=$(openssl rand -hex 32) rollouts serve --host 0.0.0.0 --token-env ROLLOUTS_SERVE_TOKEN
     """
-    import os
+    from ..web import (
+        exposition,
+        routes,
+        server,
+    )  # start-up cost: waitress, Jinja2, prometheus_client off `serve --help`
 
-    from ..web import exposition, routes, server  # start-up cost: prometheus_client off `serve --help`
-
-    token = None
-    if token_env is not None:
-        value = os.environ.get(token_env, "")
-        if not value.strip():
-            raise click.BadParameter(f"environment variable {token_env} is unset or empty", param_hint="--token-env")
-        token = value.strip().encode()
-    elif not insecure and not server.is_loopback(host):
-        raise click.UsageError(
-            f"serving on {host} (not loopback) needs --token-env NAME (a bearer token every request must carry)"
-            " or --insecure (anyone who can reach it reads every config's spec and events)"
-        )
+    token = _token(token_env, insecure, host, server.is_loopback(host))
     state.autocheckpoint = False  # the server checkpoints the views' WAL off its requests' path (web/checkpoints.py)
     state.read("history", "audit")  # a log this home must not read, or a broken store, fails here, before listening
     for view in exposition.ALL:  # /metrics reads where each view stands: opened and checked now, not at a scrape
@@ -88,7 +91,7 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
         http = server.listen(host, port, reader, token)
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    except UnicodeError:
+    except (UnicodeError, ValueError):
         raise click.BadParameter(f"{host!r} is not a host name or address", param_hint="--host") from None
     if not server.is_loopback(host) and token is None:
         state.warn(f"listening on {host}: anyone who can reach it can read every config's spec and events")
@@ -99,7 +102,22 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
     click.echo("stopped", err=True)
 
 
-def _answer(routes: Any, state: State, metrics: Any, target: str, bound: bool) -> Any:
+def _token(token_env: str | None, insecure: bool, host: str, loopback: bool) -> bytes | None:
+    """The bearer token every request must carry (read from `token_env`), or None where none is needed."""
+    if token_env is not None:
+        value = os.environ.get(token_env, "")
+        if not value.strip():
+            raise click.BadParameter(f"environment variable {token_env} is unset or empty", param_hint="--token-env")
+        return value.strip().encode()
+    if not insecure and not loopback:
+        raise click.UsageError(
+            f"serving on {host} (not loopback) needs --token-env NAME (a bearer token every request must carry)"
+            " or --insecure (anyone who can reach it reads every config's spec and events)"
+        )
+    return None
+
+
+def _answer(routes: ModuleType, state: State, metrics: Exposition, target: str, bound: bool) -> Response:
     """A request's answer; a home bound to the log at start is checked again first (a log replaced,
     rebound or gone back while serving is not shown as this home's: 503, saying why)."""
     if bound:

@@ -21,7 +21,7 @@ from itertools import groupby
 from typing import Any
 
 from prometheus_client import generate_latest
-from prometheus_client.core import Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from ...projections import files, history_queries
@@ -133,7 +133,11 @@ class HistoryText:
 class PerConfig:
     """One family's sample lines for each config, formatted again only for a config whose rows changed."""
 
-    def __init__(self, family: Callable[[], Metric], samples: Callable[[str, Any], metrics.Samples]) -> None:
+    def __init__(
+        self,
+        family: Callable[[], GaugeMetricFamily | CounterMetricFamily],
+        samples: Callable[[str, Any], metrics.Samples],
+    ) -> None:
         self.family = family
         self.samples = samples  # samples(config, rows): that config's samples, from its rows
         self.header = _formatted(family())  # HELP and TYPE
@@ -162,7 +166,7 @@ class PerConfig:
         """The sample lines of a config with a label value to escape: cut from the library's text of them."""
         family = self.family()
         for labels, number in samples:
-            family.add_metric(labels, number)  # type: ignore[attr-defined]
+            family.add_metric(labels, number)
         lines = _formatted(family).split(b"\n")[2:-1]  # after HELP and TYPE
         if len(lines) != len(family.samples):
             raise RuntimeError(f"prometheus_client wrote {len(lines)} lines for {len(family.samples)} samples")
@@ -197,7 +201,7 @@ class _Only:
 
 
 def _formatted(*families: Metric) -> bytes:
-    return generate_latest(_Only(*families))  # type: ignore[arg-type]
+    return generate_latest(_Only(*families))
 
 
 class Template:
@@ -207,7 +211,7 @@ class Template:
     The same bytes as the library's for label values that no escaping changes (SAFE); `lines` says None
     for any other (the caller has the library format those)."""
 
-    def __init__(self, family: Callable[[], Metric]) -> None:
+    def __init__(self, family: Callable[[], GaugeMetricFamily | CounterMetricFamily]) -> None:
         self.family = family
         self.formats: dict[int, str] = {}  # by count of labels: the line as a %-format (label values, value)
         self.safe: set[str] = set()  # label values seen to need no escaping

@@ -95,7 +95,8 @@ def _config(state: Any, metrics: Any, params: dict[str, str], name: str) -> Resp
     events = event_documents.events(audit_db, only)
     next_after = events[-1]["position"] if only.limit is not None and len(events) == only.limit else None
     svg = timeline.svg(attempts, datetime.now(UTC))
-    return _html(pages.config(rows[0], svg, documents.history(history_db, name), events, params, next_after))
+    history = documents.history(history_db, name)
+    return _html(pages.config(rows[0], svg, history, events, params, next_after, store.source.head()))
 
 
 # -- the API: the same documents as `-o json` ------------------------------------------------------------

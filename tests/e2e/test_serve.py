@@ -249,3 +249,76 @@ def test_the_page_shows_one_bar_per_attempt_none_overlapping(served: Served, bro
     assert any("Complete" in r.text for r in rows) and any("DeployerClaimed" in r.text for r in rows)
     browser.save_screenshot(str(tmp_path / "config-web.png"))
     assert (tmp_path / "config-web.png").stat().st_size > 10_000
+
+
+def _boxes_overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and (b["y"] < a["y"] + a["height"])
+    )
+
+
+BOXES = """return Array.from(document.querySelectorAll(arguments[0])).map(e => {
+  const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height, text: e.textContent};
+});"""
+
+
+def test_after_the_demo_no_text_covers_another_and_none_is_cut_at_the_edge(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any, tmp_path: Path
+) -> None:
+    """Issue 48.6: /configs/shop's timeline wrote v2's failure text over its row label ("v2.1"), and the
+    history's message column ran past the window's edge."""
+    folder = tmp_path_factory.mktemp("serve-demo")
+    (folder / "work").mkdir()
+    rollouts = Rollouts(folder / "home", folder / "work")
+    ok(rollouts.sh("demo", timeout=120))
+    server = Served(rollouts)
+    try:
+        browser.set_window_size(1400, 1000)
+        for name in ("shop", "web", "api"):
+            browser.get(server.url + f"configs/{name}")
+            browser.save_screenshot(str(tmp_path / f"{name}.png"))
+            texts = [b for b in browser.execute_script(BOXES, "svg.timeline text") if b["width"] > 0]
+            assert any(b["text"] == "v2.1" for b in texts) or name != "shop"
+            for i, a in enumerate(texts):
+                for b in texts[i + 1 :]:
+                    assert not _boxes_overlap(a, b), f"{name}: {a['text']!r} and {b['text']!r} overlap"
+            cells = browser.execute_script(BOXES, "table td")
+            width = browser.execute_script("return document.documentElement.clientWidth")
+            assert all(c["x"] + c["width"] <= width + 1 for c in cells), f"{name}: a cell runs past the window"
+            assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+    finally:
+        assert server.stop()[0] == 0
+
+
+def test_the_page_shows_a_finished_step_within_2_s_without_a_reload(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any
+) -> None:
+    """Issue 48.4: the page polls the API (304 while nothing changed) and swaps in what changed."""
+    folder = tmp_path_factory.mktemp("serve-live")
+    (folder / "work").mkdir()
+    rollouts = Rollouts(folder / "home", folder / "work")
+    flag = folder / "go"
+    ok(rollouts.sh("config", "create", "live", "--", "sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.05; done"))
+    ok(rollouts.sh("rollout", "latest", "live"))
+    controller = rollouts.popen("controller", "run", "--until-idle", "--interval", "0.1", "--timeout", "60", "-q")
+    server = Served(rollouts)
+    try:
+        browser.get(server.url + "configs/live")
+        browser.execute_script("window.loadedOnce = true")  # gone if the page reloads
+        shown = "return document.querySelector('main').innerText"
+        deadline = time.monotonic() + 30
+        while "Running" not in browser.execute_script(shown):  # the claim shown, live
+            assert time.monotonic() < deadline, "the page never showed the deployer running"
+            time.sleep(0.1)
+        flag.touch()
+        finished = time.monotonic()
+        while "Complete" not in browser.execute_script(shown):
+            assert time.monotonic() - finished < 2.0, "the page did not show the step's end within 2 s"
+            time.sleep(0.05)
+        assert browser.execute_script("return window.loadedOnce") is True  # swapped in, not reloaded
+    finally:
+        assert server.stop()[0] == 0
+        controller.communicate(timeout=60)

@@ -399,15 +399,17 @@ def test_the_freshest_lease_is_read_without_creating_anything(rollouts_on: Rollo
 
 def test_commands_on_a_sqlite_home_do_not_load_the_postgresql_driver(rollouts: Rollouts) -> None:
     """psycopg and the library's PostgreSQL module cost ~0.2 s of every command's start: only a
-    PostgreSQL store loads them."""
+    PostgreSQL store loads them. The web stack (waitress, Jinja2) loads only when `serve` runs."""
     opened(rollouts)
     probe = (
         "import sys; from rollouts.adapters.cli import main\nsys.argv[0] = 'rollouts'\n"
         "try:\n    main()\n"
         "except SystemExit as end:\n    code = end.code\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool', 'asyncio')))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool', 'asyncio', 'waitress',"
+        " 'jinja2')))\n"
     )
-    for command in (["config", "list"], ["rollout", "latest", "web"], ["rollout", "history", "web", "-o", "json"]):
+    commands = (["config", "list"], ["rollout", "latest", "web"], ["rollout", "history", "web", "-o", "json"])
+    for command in (*commands, ["claim", "check"], ["serve", "--help"]):
         done = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True, env=rollouts.env)
         assert done.returncode == 0, done
         assert done.stdout.splitlines()[-1] == "[]", (command, done.stdout)
