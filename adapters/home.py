@@ -106,6 +106,10 @@ def private_dir(path: Path) -> None:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file is there, or on the way there
         raise HomeNotADirectory(f"{path} is not a directory and cannot be made one: give --home a directory") from None
+    except FileNotFoundError:  # a folder that refuses new entries (/proc/1): said in words, not as a type
+        raise HomeNotADirectory(
+            f"{path} cannot be made (no such file or directory there): give --home a directory this account can create"
+        ) from None
 
 
 def private_file(path: Path) -> None:
