@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -128,3 +129,26 @@ def test_a_write_against_a_missing_config_creates_nothing(
         with psycopg.connect(POSTGRES) as conn:
             made = conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()
         assert made is not None and made[0] is None
+
+
+def test_abort_of_a_deployment_that_never_started_runs_no_rollback(rollouts_on: Rollouts) -> None:
+    """Freeze, latest, abort, unfreeze: a rollback deployer ran for a version that never ran (7.11: the
+    spec is set back, an event, and nothing runs)."""
+    r = rollouts_on
+    assert r.sh("config", "create", "web", "--", "true").exit_code == 0
+    assert r.sh("rollout", "latest", "web").exit_code == 0
+    assert r.sh("controller", "run", "--until-idle").exit_code == 0
+    assert r.sh("config", "set", "web", "--env", "A=2").exit_code == 0
+    assert r.sh("freeze", "web", "--reason", "release week").exit_code == 0
+    assert r.sh("rollout", "latest", "web").stdout == "2\n"
+    assert r.sh("rollout", "abort", "web", "--reason", "not this one").exit_code == 0
+    assert r.sh("unfreeze", "web").exit_code == 0
+    assert r.sh("controller", "run", "--until-idle").exit_code == 0
+    history = json.loads(r.sh("rollout", "history", "web", "-o", "json").stdout)
+    assert [(d["version"], d["phase"]) for d in history] == [(1, "Complete"), (2, "Failed")], history
+    deployers = json.loads(r.sh("deployers", "list", "--all", "-o", "json").stdout)
+    assert [d["name"] for d in deployers] == ["web-1-deploy-1"], deployers
+    assert json.loads(r.sh("config", "show", "web", "-o", "json").stdout)["spec"]["env"] == {}  # set back
+    assert "SpecChanged" in r.sh("events", "web", "--type", "SpecChanged").stdout
+    audit = r.sh("audit")
+    assert audit.exit_code == 0, audit
