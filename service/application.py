@@ -263,11 +263,11 @@ class RolloutsApp(Application[UUID]):
         def decision() -> Decision[tuple[int | None, int]]:
             config = self.config(name)
             source = self._undo_source(config, to_revision)
+            config.check_can_roll_out(supersedable=False)  # undo has no --supersede to offer
             spec = {**config.spec, **self.spec_source(config, source).typed_spec().rollout_part()}
             restored = config_spec_of(spec).to_data()  # as a spec is stored
             if restored == config.spec:
                 return [], (None, source.revision)
-            config.check_can_roll_out(supersedable=False)  # undo has no --supersede to offer
             config.change_spec(restored, meta)
             cause = f"rollback to {source.revision}"
             aggregates = rollout.trigger(config, [], cause=cause, message=None, supersede=False, meta=meta)
