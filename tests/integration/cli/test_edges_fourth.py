@@ -152,3 +152,13 @@ def test_abort_of_a_deployment_that_never_started_runs_no_rollback(rollouts_on: 
     assert "SpecChanged" in r.sh("events", "web", "--type", "SpecChanged").stdout
     audit = r.sh("audit")
     assert audit.exit_code == 0, audit
+
+
+def test_the_demo_deployers_print_no_unset_variable(rollouts: Rollouts) -> None:
+    """The demo's shop deployer echoed `$GREETING`, which shop never sets: its logs read ` from shop-1-...`."""
+    assert rollouts.sh("demo", timeout=180).exit_code == 0
+    for name in ("web", "shop"):
+        logs = rollouts.sh("logs", name, "--revision", "1")
+        assert logs.exit_code == 0, logs
+        assert not any(line.startswith(" from ") for line in logs.stdout.splitlines()), logs.stdout
+    assert "shop serves 50% (step 1 of 2)" in rollouts.sh("logs", "shop", "--revision", "1").stdout
