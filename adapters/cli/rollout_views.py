@@ -14,7 +14,7 @@ import click
 
 from ...domain import phases
 from ...domain.errors import NotFound
-from ...projections import history_queries
+from ...projections import audit_queries, history_queries
 from ...projections.history_queries import DEPLOYMENT_FIELDS
 from ...service import documents
 from ...service.documents import history_document
@@ -147,7 +147,7 @@ def status(
         watched = watched or revision or rows[-1]["revision"]
         latest_row = next(r for r in rows if r["revision"] == watched) if watch or revision else rows[-1]
         freezes = _freezes(state, name, as_of)
-        line = _status_line(name, latest_row, freezes)
+        line = _status_line(name, latest_row, freezes) + _unexecutable(state, latest_row, as_of)
         rollback = next((r for r in rows if r.get("rollback_of") == latest_row["revision"]), None)
         if rollback is not None and latest_row["phase"] == phases.FAILED:
             line += f"; rolled back automatically as version {rollback['revision']}"
@@ -204,6 +204,19 @@ def _progress_text(name: str, row: dict[str, Any]) -> str:
         why = PAUSED_BECAUSE.get(row["paused"], "paused").format(k=row["step_index"])
         text += f"; {why}; go on with: rollouts rollout promote {name}"
     return text
+
+
+def _unexecutable(state: State, row: dict[str, Any], as_of: int | str | None) -> str:
+    """`; measurement NAME: cannot execute PROGRAM: REASON` when the attempt's last measurement could not be
+    run (7.11: a mistyped --verify only paused as inconclusive). A deployer's says so in its reason already."""
+    if as_of is not None or not row["spec"].get("verify") or row["phase"] == phases.COMPLETE:
+        return ""
+    only = audit_queries.EventFilter(config=row["config"], revision=row["revision"], type="MeasurementRecorded")
+    measured = [
+        e for e in audit_queries.events(state.read("audit").db("audit"), only) if e["attempt"] == row["attempt"]
+    ]
+    detail = str(measured[-1]["data"].get("detail") or "") if measured else ""
+    return f"; measurement {measured[-1]['data']['name']}: {detail}" if detail.startswith("cannot execute ") else ""
 
 
 def freeze_text(freeze: dict[str, Any]) -> str:

@@ -162,3 +162,19 @@ def test_the_demo_deployers_print_no_unset_variable(rollouts: Rollouts) -> None:
         assert logs.exit_code == 0, logs
         assert not any(line.startswith(" from ") for line in logs.stdout.splitlines()), logs.stdout
     assert "shop serves 50% (step 1 of 2)" in rollouts.sh("logs", "shop", "--revision", "1").stdout
+
+
+def test_a_program_that_cannot_be_executed_says_so_in_status(rollouts_on: Rollouts) -> None:
+    """A mistyped `--verify` program paused as inconclusive with nothing saying "cannot execute" (7.11:
+    `cannot execute PROGRAM: REASON` in `rollout status`, for a measurement and for a deployer)."""
+    r = rollouts_on
+    verify = ("--verify", "no-such-check --now", "--verify-count", "1", "--verify-interval", "0")
+    assert r.sh("config", "create", "web", *verify, "--", "true").exit_code == 0
+    assert r.sh("config", "create", "api", "--", "/no/such/deployer").exit_code == 0
+    for name in ("web", "api"):
+        assert r.sh("rollout", "latest", name).exit_code == 0
+    assert r.sh("controller", "run", "--until-idle").exit_code == 0
+    web = r.sh("rollout", "status", "web").stdout
+    assert "measurement web-1-verify-1-1: cannot execute no-such-check: No such file or directory" in web, web
+    api = r.sh("rollout", "status", "api")
+    assert api.exit_code == 1 and "cannot execute /no/such/deployer: No such file or directory" in api.stdout, api
