@@ -76,6 +76,12 @@ class Home:
                 )
         return self
 
+    def usable(self) -> bool:
+        """Whether the home is a directory or may become one (not a file, a device, or under one), as far
+        as can be told without creating anything: else opening it says why (HomeNotADirectory)."""
+        there = next((p for p in (self.path, *self.path.parents) if p.exists()), None)
+        return there is None or there.is_dir()
+
     def writable(self) -> bool:
         """Whether this account may write the home and what it holds: not on a read-only mount or an
         auditor's copy made read-only (a read there answers from a copy: DESIGN 7.11)."""

@@ -32,10 +32,8 @@ def existing_name(ctx: click.Context, param: click.Parameter, value: str | None)
     """A config NAME a write acts on: where there is no log yet there is no such config, said before
     the write opens the store (opening it made the home and a log for a command then refused)."""
     name = valid_name(ctx, param, value)
-    from .state import State  # (the root group made it before this command's parameters are read)
-
-    state = ctx.find_object(State)
-    if name is not None and state is not None and state.store_has_no_log():
+    state = ctx.find_root().obj  # the State: the root group made it before this command's parameters are read
+    if name is not None and state is not None and state.home.usable() and state.store_has_no_log():
         raise NotFound(f"config {name!r} not found")
     return name
 

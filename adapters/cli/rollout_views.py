@@ -14,7 +14,7 @@ import click
 
 from ...domain import phases
 from ...domain.errors import NotFound
-from ...projections import audit_queries, history_queries
+from ...projections import history_queries
 from ...projections.history_queries import DEPLOYMENT_FIELDS
 from ...service import documents
 from ...service.documents import history_document
@@ -117,10 +117,11 @@ def status(
     as_of: int | str | None,
     output: str,
 ) -> None:
-    """Print the phase of NAME's latest deployment (or of --revision N).
+    """Print the phase of NAME's latest deployment.
 
     Exit 0 when Complete (or still open without --watch), 1 when Failed or
-    when --timeout passes, 4 when there is no deployment yet. With -o json
+    when --timeout passes (0: never), 4 when there is no deployment yet;
+    with --revision N, of that revision instead. With -o json
     it prints one document, the latest deployment as `rollout history -o
     json` shows it (without its spec) and its config; with --watch, once,
     at the end.
@@ -211,6 +212,8 @@ def _unexecutable(state: State, row: dict[str, Any], as_of: int | str | None) ->
     run (7.11: a mistyped --verify only paused as inconclusive). A deployer's says so in its reason already."""
     if as_of is not None or not row["spec"].get("verify") or row["phase"] == phases.COMPLETE:
         return ""
+    from ...projections import audit_queries  # start-up cost: the audit's rules load only for a measurement
+
     only = audit_queries.EventFilter(config=row["config"], revision=row["revision"], type="MeasurementRecorded")
     measured = [
         e for e in audit_queries.events(state.read("audit").db("audit"), only) if e["attempt"] == row["attempt"]
