@@ -159,7 +159,8 @@ def abort(state: State, name: str, reason: str | None) -> None:
     What runs is stopped as by cancel; then the last Complete version is
     rolled out again (an automatic rollback), whether or not the config has
     --auto-rollback, unless the aborted deployment is itself an automatic
-    rollback. Nothing open: exit 1.
+    rollback; one no deployer step of which was claimed ran nothing: its
+    spec is set back and no rollback runs. Nothing open: exit 1.
 
     \b
     Example:
