@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,10 @@ class HomeNotOurs(StoreProblem):
 
 class HomeNotADirectory(StoreProblem):
     """`--home` names a file (/dev/null), or a path under one (the CLI exits 5)."""
+
+
+class HomeReadOnly(StoreProblem):
+    """A command that writes, on a home this account cannot write (the CLI exits 5)."""
 
 
 class Home:
@@ -71,6 +76,33 @@ class Home:
                 )
         return self
 
+    def usable(self) -> bool:
+        """Whether the home is a directory or may become one (not a file, a device, or under one), as far
+        as can be told without creating anything: else opening it says why (HomeNotADirectory)."""
+        there = next((p for p in (self.path, *self.path.parents) if p.exists()), None)
+        return there is None or there.is_dir()
+
+    def writable(self) -> bool:
+        """Whether this account may write the home and what it holds: not on a read-only mount or an
+        auditor's copy made read-only (a read there answers from a copy: DESIGN 7.11)."""
+        return all(
+            os.access(p, os.W_OK) for p in (self.path, self.projections, self.runtime, self.events_db) if p.exists()
+        )
+
+    def copy_for_reading(self, into: Home) -> None:
+        """Copy the log (the SQLite file and its write-ahead log, when the home holds it) and the binding
+        into `into`, a private home of a read's own, for a home that cannot be written."""
+        into.ensure()
+        for source, target in (
+            (self.events_db, into.events_db),
+            (self.path / "events.db-wal", into.path / "events.db-wal"),
+            (self.runtime / "binding.json", into.runtime / "binding.json"),
+        ):
+            if source.exists():
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as out, source.open("rb") as original:
+                    shutil.copyfileobj(original, out)
+
     @contextmanager
     def init_lock(self) -> Iterator[None]:
         """Serialise first-time setup: concurrent opens of a new SQLite file fail at once."""
@@ -106,6 +138,10 @@ def private_dir(path: Path) -> None:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file is there, or on the way there
         raise HomeNotADirectory(f"{path} is not a directory and cannot be made one: give --home a directory") from None
+    except FileNotFoundError:  # a folder that refuses new entries (/proc/1): said in words, not as a type
+        raise HomeNotADirectory(
+            f"{path} cannot be made (no such file or directory there): give --home a directory this account can create"
+        ) from None
 
 
 def private_file(path: Path) -> None:

@@ -42,6 +42,9 @@ class Deployment(Aggregate):
     measured = 0  # the attempt's measurements so far (their names count from 1 across its steps)
     full = False  # promoted with --full: straight to the last step, no more verification or pause
     abort_reason: str | None = None
+    # Whether a step that runs the deployer was ever claimed, in any attempt: from its claim on, the deployer
+    # may exist (created on a host that could not report it yet), so a rollback must run (7.11).
+    deployer_claimed = False
 
     class Event(Aggregate.Event):
         def apply(self, aggregate: Any) -> None:
@@ -372,6 +375,7 @@ class Deployment(Aggregate):
         self.step = None if nxt is None else Step.from_data(nxt)
         if nxt is None:
             self.reason = None
+        self.deployer_claimed = self.deployer_claimed or (self.step is not None and self.step.kind == DEPLOYER)
 
     def _end(self, reason: str | None) -> None:
         self.reason = reason
@@ -389,6 +393,7 @@ class Deployment(Aggregate):
     def _claimed(self, attempt: int, name: str, step: dict[str, Any], claimant: str, meta: Meta) -> None:
         self.claimant = claimant
         self.step = Step.from_data(step)
+        self.deployer_claimed = self.deployer_claimed or self.step.kind == DEPLOYER
 
     @event("DeployerCreated")
     def _deployer_created(self, attempt: int, name: str, ref: str, meta: Meta) -> None:

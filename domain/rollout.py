@@ -68,6 +68,16 @@ def auto_rollback(
     return trigger(config, [], cause=cause, message=message, supersede=False, meta=meta, spec=one_step, automatic=True)
 
 
+def set_back(config: DeploymentConfig, spec: dict[str, Any], meta: Meta) -> list[Aggregate]:
+    """What a failure that calls for a rollback asks when no deployer of it was ever claimed (7.11): nothing
+    ran that needs undoing, so no rollback deployment; the config's spec is set back to `spec` (as
+    auto_rollback would), so that the next rollout does not bring the failed spec again unasked."""
+    if spec == config.spec:
+        return []
+    config.change_spec(spec, meta)
+    return [config]
+
+
 def trigger(
     config: DeploymentConfig,
     open_deployments: Sequence[Deployment],

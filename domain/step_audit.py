@@ -5,7 +5,7 @@ verification passed (its measurements, counted here from their outcomes, within 
 deployment's frozen spec), or a human promoted past it; no step starts before the step before it passed.
 I10: every failure that calls for an automatic rollback (as domain.rollout.rollback_due decides it, folded
 here from the log itself) is followed by exactly one rollback to the last Complete revision before it,
-and no other rollback is triggered.
+and no other rollback is triggered; a deployment no deployer step of which was ever claimed calls for none.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class StepAuditor:
     def __init__(self) -> None:
         self.attempts: dict[tuple[str, int], _Attempt] = {}  # (the one table per deployment: one probe an event)
         self.configs: dict[str, _Config] = {}
+        self.deployer_claimed: set[tuple[str, int]] = set()  # deployments a deployer step was claimed for, ever
         self.violations: list[Violation] = []
         self.last_position = 0
 
@@ -142,6 +143,9 @@ class StepAuditor:
         introduced = data.get("step") if type_ == "DeployerClaimed" else data.get("next")
         if introduced:
             a.steps[introduced["name"]] = introduced
+        # (a claim that names no step, from before steps, was the deployer's)
+        if (introduced or type_ == "DeployerClaimed") and (introduced or {}).get("kind", DEPLOYER) == DEPLOYER:
+            self.deployer_claimed.add(key)
         if type_ in _OF_A_STEP:
             step = a.steps.get(data.get("name") or "", _NO_STEP)
             index = int(step.get("index", 1))
@@ -193,6 +197,8 @@ class StepAuditor:
         if cause.startswith(AUTO_ROLLBACK) or key[1] in c.rolled_back:
             return
         if not (c.auto_rollback or reason.startswith(ABORTED)):
+            return
+        if key not in self.deployer_claimed:  # nothing of it ran: its spec is set back, no rollback runs (7.11)
             return
         if c.last_complete is not None and c.last_complete < key[1]:
             c.due[key[1]] = c.last_complete

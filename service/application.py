@@ -256,15 +256,19 @@ class RolloutsApp(Application[UUID]):
 
         return self.decide(decision)
 
-    def undo(self, name: str, to_revision: int | None, meta: dict[str, Any]) -> tuple[int, int]:
-        """Roll out the spec of an earlier revision as a new one; returns (new, source)."""
+    def undo(self, name: str, to_revision: int | None, meta: dict[str, Any]) -> tuple[int | None, int]:
+        """Roll out the spec of an earlier revision as a new one; returns (new, source), new None when the
+        spec already is the source's (nothing appended: kubectl's `skipped rollback`)."""
 
-        def decision() -> Decision[tuple[int, int]]:
+        def decision() -> Decision[tuple[int | None, int]]:
             config = self.config(name)
             source = self._undo_source(config, to_revision)
             config.check_can_roll_out(supersedable=False)  # undo has no --supersede to offer
             spec = {**config.spec, **self.spec_source(config, source).typed_spec().rollout_part()}
-            config.change_spec(config_spec_of(spec).to_data(), meta)  # as a spec is stored
+            restored = config_spec_of(spec).to_data()  # as a spec is stored
+            if restored == config.spec:
+                return [], (None, source.revision)
+            config.change_spec(restored, meta)
             cause = f"rollback to {source.revision}"
             aggregates = rollout.trigger(config, [], cause=cause, message=None, supersede=False, meta=meta)
             return aggregates, (config.latest_revision, source.revision)

@@ -89,6 +89,8 @@ def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: di
 
     restored = app.spec_source(config, source).typed_spec().rollout_part()
     spec = Spec.model_validate({**config.spec, **restored}).to_data()  # as undo stores it
+    if not deployment.deployer_claimed:  # nothing of it ran: no rollback deployment (7.11)
+        return rollout.set_back(config, spec, meta)
     return rollout.auto_rollback(config, deployment, source, spec, meta)
 
 

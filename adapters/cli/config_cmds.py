@@ -13,7 +13,7 @@ from ...projections import history_queries
 from ...service import documents
 from .as_of import as_of_option, history_at
 from .output import emit_json, output_option, show
-from .params import name_argument
+from .params import existing_name_argument, name_argument
 from .rollout_views import freeze_text
 from .spec_options import (
     changed_spec,
@@ -62,7 +62,7 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
 
 
 @config.command("set")
-@name_argument
+@existing_name_argument
 @spec_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_state

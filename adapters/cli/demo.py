@@ -18,6 +18,7 @@ from .errors import run
 from .state import State
 
 QUICK = 'echo "$GREETING from $ROLLOUT_DEPLOYER"; sleep 0.3'
+STEP = 'echo "shop serves $ROLLOUT_WEIGHT% (step $ROLLOUT_STEP of $ROLLOUT_STEPS)"; sleep 0.3'  # shop has no GREETING
 CHECK = 'echo "error rate $ERRORS%"; test "$ERRORS" -lt 5'  # a measurement: exit 0 passed, 1 failed
 FLAKY = 'test "$ROLLOUT_ATTEMPT" -gt 1 || { echo "attempt $ROLLOUT_ATTEMPT: flaky failure"; exit 3; }; echo api up'
 
@@ -99,7 +100,7 @@ def demo(ctx: click.Context) -> None:
 def _steps_story(s: Session) -> None:
     s.say("Steps and verification: each step's deployer, then measurements; a failure rolls back by itself.")
     s.run("config", "create", "shop", "--env", "ERRORS=0", "--steps", "50,100", "--verify", f"sh -c '{CHECK}'",
-          "--verify-count", "2", "--verify-interval", "0", "--auto-rollback", "--", "sh", "-c", QUICK)  # fmt: skip
+          "--verify-count", "2", "--verify-interval", "0", "--auto-rollback", "--", "sh", "-c", STEP)  # fmt: skip
     s.run("rollout", "latest", "shop", "--reason", "shop 1.0")
     s.run("rollout", "status", "shop", "--watch", "--timeout", "15")
     s.say("Version 2 raises the error rate: its first measurement fails, and version 1's spec comes back.")

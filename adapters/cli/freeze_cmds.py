@@ -9,6 +9,7 @@ import click
 from ...projections.history_queries import config_names
 from .params import iso_utc, valid_name
 from .state import State, pass_state
+from .types import TEXT
 
 
 def _targets(names: tuple[str, ...], every: bool) -> list[str] | None:
@@ -28,7 +29,7 @@ def _names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 @click.argument("names", nargs=-1, metavar="[NAME]...", callback=_names)
 @click.option("--all", "every", is_flag=True, help="Freeze every config, those created later included.")
 @click.option("--until", callback=iso_utc, metavar="ISO", help="When it ends (UTC if no offset); default: at unfreeze.")
-@click.option("--reason", required=True, help="Why (recorded with who froze, and shown by status).")
+@click.option("--reason", required=True, type=TEXT, help="Why (recorded with who froze, and shown by status).")
 @pass_state
 def freeze(state: State, names: tuple[str, ...], every: bool, until: str | None, reason: str) -> None:
     """Stop the controller from claiming deployments of NAMEs (or of all configs).

@@ -16,7 +16,7 @@ from ..store.verify import seen_by_home, verify_log
 from .output import emit_json, output_option
 from .params import expected_head
 from .state import State, pass_log_reader, pass_state
-from .types import POSITION
+from .types import POSITION, TEXT
 
 
 @click.group()
@@ -206,7 +206,7 @@ def checkpoint(state: State, key: Any, name: str, output: str) -> None:
     help="Move the log: first append its seal (refused while a deployment is Pending or Running); from then on"
     " it refuses every write and claim. The export ends with the seal.",
 )
-@click.option("--reason", help="Why the log is sealed (recorded in the seal).")
+@click.option("--reason", type=TEXT, help="Why the log is sealed (recorded in the seal).")
 @pass_log_reader
 def export(state: State, after: int, until: int | None, seal: bool, reason: str | None) -> None:
     """Write the log as JSON Lines on stdout, one event a line, in position order.

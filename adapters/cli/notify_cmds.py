@@ -14,6 +14,7 @@ from ..notify.changes import ChangeReader
 from .output import emit_json, output_option, show, table
 from .params import valid_name
 from .state import State, pass_reader, pass_state
+from .types import TEXT
 
 
 @click.group()
@@ -66,7 +67,9 @@ def _config(ctx: click.Context, param: click.Parameter, value: str | None) -> st
 
 @notify.command()
 @click.argument("sink", callback=_sink_name)
-@click.option("--url", callback=_url, help="Where to POST: an http:// or https:// URL (kept in the log as given).")
+@click.option(
+    "--url", type=TEXT, callback=_url, help="Where to POST: an http:// or https:// URL (kept in the log as given)."
+)
 @click.option(
     "--url-env",
     metavar="NAME",

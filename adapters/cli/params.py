@@ -6,6 +6,7 @@ import re
 
 import click
 
+from ...domain.errors import NotFound
 from ...domain.names import validate_name
 from ...domain.times import utc_text
 from . import completion
@@ -25,6 +26,19 @@ def valid_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 name_argument = click.argument("name", callback=valid_name, shell_complete=completion.configs)
+
+
+def existing_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A config NAME a write acts on: where there is no log yet there is no such config, said before
+    the write opens the store (opening it made the home and a log for a command then refused)."""
+    name = valid_name(ctx, param, value)
+    state = ctx.find_root().obj  # the State: the root group made it before this command's parameters are read
+    if name is not None and state is not None and state.home.usable() and state.store_has_no_log():
+        raise NotFound(f"config {name!r} not found")
+    return name
+
+
+existing_name_argument = click.argument("name", callback=existing_name, shell_complete=completion.configs)
 
 
 def iso_utc(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from .lazy import LazyGroup
-from .params import name_argument
+from .params import existing_name_argument
 from .state import State, pass_state
-from .types import REVISION
+from .types import REVISION, TEXT
 
 HISTORY_HELP = "List NAME's deployments: version, phase, reason, cause, timings."
 STATUS_HELP = "Print the phase of NAME's latest deployment."
@@ -31,8 +31,8 @@ def rollout() -> None:
 
 
 @rollout.command()
-@name_argument
-@click.option("--reason", "message", help="Why: kept as the deployment's message.")
+@existing_name_argument
+@click.option("--reason", "message", type=TEXT, help="Why: kept as the deployment's message.")
 @click.option("--supersede", is_flag=True, help="Cancel open deployments; the new one waits for them.")
 @pass_state
 def latest(state: State, name: str, message: str | None, supersede: bool) -> None:
@@ -50,7 +50,7 @@ def latest(state: State, name: str, message: str | None, supersede: bool) -> Non
 
 
 @rollout.command()
-@name_argument
+@existing_name_argument
 @pass_state
 def cancel(state: State, name: str) -> None:
     """Cancel every open (New, Pending, Running) deployment of NAME.
@@ -64,7 +64,7 @@ def cancel(state: State, name: str) -> None:
 
 
 @rollout.command()
-@name_argument
+@existing_name_argument
 @pass_state
 def retry(state: State, name: str) -> None:
     """Retry NAME's Failed latest deployment: same version, next attempt.
@@ -78,11 +78,14 @@ def retry(state: State, name: str) -> None:
 
 
 @rollout.command()
-@name_argument
+@existing_name_argument
 @click.option("--to-revision", type=REVISION, help="Default: the last Complete before the latest.")
 @pass_state
 def undo(state: State, name: str, to_revision: int | None) -> None:
     """Roll NAME back: a new version with an earlier revision's spec.
+
+    When NAME's spec already is that revision's, nothing is appended: it
+    prints `skipped rollback` and exits 0, as kubectl does.
 
     \b
     Example:
@@ -90,11 +93,14 @@ def undo(state: State, name: str, to_revision: int | None) -> None:
       rollouts rollout undo web --to-revision 2
     """
     revision, source = state.app.undo(name, to_revision, state.meta())
+    if revision is None:  # the spec is revision N's already: nothing appended (kubectl says the same)
+        click.echo(f"{name} skipped rollback (the spec already matches revision {source})")
+        return
     click.echo(f"{name} rolled back to revision {source} as version {revision}")
 
 
 @rollout.command()
-@name_argument
+@existing_name_argument
 @pass_state
 def pause(state: State, name: str) -> None:
     """Block new rollouts of NAME (latest, undo, config change).
@@ -108,7 +114,7 @@ def pause(state: State, name: str) -> None:
 
 
 @rollout.command()
-@name_argument
+@existing_name_argument
 @pass_state
 def resume(state: State, name: str) -> None:
     """Allow rollouts of NAME again (does not roll out by itself).
@@ -122,7 +128,7 @@ def resume(state: State, name: str) -> None:
 
 
 @rollout.command()
-@name_argument
+@existing_name_argument
 @click.option("--full", is_flag=True, help="Straight to the last step (weight 100), no more verification or pause.")
 @pass_state
 def promote(state: State, name: str, full: bool) -> None:
@@ -144,8 +150,8 @@ def promote(state: State, name: str, full: bool) -> None:
 
 
 @rollout.command()
-@name_argument
-@click.option("--reason", "reason", help="Why: kept in the deployment's reason.")
+@existing_name_argument
+@click.option("--reason", "reason", type=TEXT, help="Why: kept in the deployment's reason.")
 @pass_state
 def abort(state: State, name: str, reason: str | None) -> None:
     """Fail NAME's open deployment (reason `aborted`) and roll back.
@@ -153,7 +159,8 @@ def abort(state: State, name: str, reason: str | None) -> None:
     What runs is stopped as by cancel; then the last Complete version is
     rolled out again (an automatic rollback), whether or not the config has
     --auto-rollback, unless the aborted deployment is itself an automatic
-    rollback. Nothing open: exit 1.
+    rollback; one no deployer step of which was claimed ran nothing: its
+    spec is set back and no rollback runs. Nothing open: exit 1.
 
     \b
     Example:
@@ -164,7 +171,7 @@ def abort(state: State, name: str, reason: str | None) -> None:
 
 
 @rollout.command()
-@name_argument
+@existing_name_argument
 @click.option("--revision", "revision", type=REVISION, help="The version to approve (default: the latest).")
 @click.option("--version", "revision", type=REVISION, hidden=True)  # the old spelling, still accepted
 @pass_state

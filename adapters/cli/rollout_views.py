@@ -102,16 +102,26 @@ def _revision_detail(row: dict[str, Any]) -> None:
 
 @click.command()
 @name_argument
-@click.option("--watch", "-w", is_flag=True, help="Wait until the latest deployment is Complete or Failed.")
-@click.option("--timeout", type=Seconds(), help="With --watch: give up after SECONDS (exit 1).")
+@click.option("--revision", type=REVISION, help="The phase of this revision (default: the latest).")
+@click.option("--watch", "-w", is_flag=True, help="Wait until the deployment is Complete or Failed.")
+@click.option("--timeout", type=Seconds(), help="With --watch: give up after SECONDS (exit 1; 0: wait for ever).")
 @as_of_option
 @output_option
 @pass_reader
-def status(state: State, name: str, watch: bool, timeout: float | None, as_of: int | str | None, output: str) -> None:
+def status(
+    state: State,
+    name: str,
+    revision: int | None,
+    watch: bool,
+    timeout: float | None,
+    as_of: int | str | None,
+    output: str,
+) -> None:
     """Print the phase of NAME's latest deployment.
 
     Exit 0 when Complete (or still open without --watch), 1 when Failed or
-    when --timeout passes, 4 when there is no deployment yet. With -o json
+    when --timeout passes (0: never), 4 when there is no deployment yet;
+    with --revision N, of that revision instead. With -o json
     it prints one document, the latest deployment as `rollout history -o
     json` shows it (without its spec) and its config; with --watch, once,
     at the end.
@@ -120,22 +130,25 @@ def status(state: State, name: str, watch: bool, timeout: float | None, as_of: i
     Example:
       rollouts rollout status web
       rollouts rollout status web --watch --timeout 300 && echo deployed
+      rollouts rollout status web --revision 3
       rollouts rollout status web -o json | jq -r .phase
       rollouts rollout status web --as-of 1200
     """
     if watch and as_of is not None:
         raise click.UsageError("--watch and --as-of exclude each other")
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = None if not timeout else time.monotonic() + timeout  # 0: no timeout, as kubectl's
     said = None
     watched = None  # with --watch: the revision that was latest when the watch began
     while True:
         rows = history_rows(state, name, as_of=as_of)
         if not rows:
             raise NotFound(f"config {name!r} has no deployment yet")
-        watched = watched or rows[-1]["revision"]
-        latest_row = next(r for r in rows if r["revision"] == watched) if watch else rows[-1]
+        if revision is not None and all(r["revision"] != revision for r in rows):
+            raise NotFound(f"config {name!r} has no revision {revision}")
+        watched = watched or revision or rows[-1]["revision"]
+        latest_row = next(r for r in rows if r["revision"] == watched) if watch or revision else rows[-1]
         freezes = _freezes(state, name, as_of)
-        line = _status_line(name, latest_row, freezes)
+        line = _status_line(name, latest_row, freezes) + _unexecutable(state, latest_row, as_of)
         rollback = next((r for r in rows if r.get("rollback_of") == latest_row["revision"]), None)
         if rollback is not None and latest_row["phase"] == phases.FAILED:
             line += f"; rolled back automatically as version {rollback['revision']}"
@@ -192,6 +205,21 @@ def _progress_text(name: str, row: dict[str, Any]) -> str:
         why = PAUSED_BECAUSE.get(row["paused"], "paused").format(k=row["step_index"])
         text += f"; {why}; go on with: rollouts rollout promote {name}"
     return text
+
+
+def _unexecutable(state: State, row: dict[str, Any], as_of: int | str | None) -> str:
+    """`; measurement NAME: cannot execute PROGRAM: REASON` when the attempt's last measurement could not be
+    run (7.11: a mistyped --verify only paused as inconclusive). A deployer's says so in its reason already."""
+    if as_of is not None or not row["spec"].get("verify") or row["phase"] == phases.COMPLETE:
+        return ""
+    from ...projections import audit_queries  # start-up cost: the audit's rules load only for a measurement
+
+    only = audit_queries.EventFilter(config=row["config"], revision=row["revision"], type="MeasurementRecorded")
+    measured = [
+        e for e in audit_queries.events(state.read("audit").db("audit"), only) if e["attempt"] == row["attempt"]
+    ]
+    detail = str(measured[-1]["data"].get("detail") or "") if measured else ""
+    return f"; measurement {measured[-1]['data']['name']}: {detail}" if detail.startswith("cannot execute ") else ""
 
 
 def freeze_text(freeze: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from ...domain.errors import NotFound
 from ...projections.health import is_broken
 from ...service.bootstrap import bootstrap
 from .. import settings
-from ..home import Home
+from ..home import Home, HomeReadOnly
 from ..identity import new_meta
 from ..store import binding
 from ..store.binding import HomeBoundElsewhere
@@ -67,16 +67,24 @@ class State:
         if self.scratch is not None:
             return
         store: StoreURL = self.backend.store
+        unwritable = None  # a home that exists but cannot be written: read from a copy of it (7.11)
         if self.backend.shared and self.store_has_no_log():  # no DDL for a read: a misspelt schema is not made
             self.warn(f"{self.store_shown()} holds no log yet; answering as for an empty log (nothing is created)")
             store = SQLiteInHome()
-        elif self.home.path.exists():
+        elif self.home.path.exists() and self.home.writable():
             return
+        elif self.home.path.exists():
+            self.warn(
+                f"home {self.home.path} cannot be written; answering from a copy of it (nothing is written there)"
+            )
+            unwritable = self.home
         else:
             what = "from the store with views built aside" if self.backend.shared else "as for an empty log"
             self.warn(f"home {self.home.path} does not exist; answering {what} (nothing is written)")
         self.scratch = Path(tempfile.mkdtemp(prefix="rollouts-read-"))
         self.services = bootstrap(Home(self.scratch / "home"), store)
+        if unwritable is not None:
+            unwritable.copy_for_reading(self.home)
 
     def store_has_no_log(self) -> bool:
         """Whether the store holds no log (asked once: reading() and pass_log_reader both want it)."""
@@ -109,6 +117,8 @@ class State:
     def app(self) -> RolloutsApp:
         """The application, for commands that write or reconcile: refused on a log this home is not bound to."""
         if self._app is None:
+            if self.home.path.exists() and not self.home.writable():  # (a read answers from a copy: reading())
+                raise HomeReadOnly(f"home {self.home.path} cannot be written (read-only): only reads work there")
             self.home.ensure()  # first: a home that cannot be one (a file, another account's) is one error line
             self.refuse_making_a_log()
             # (a long-lived process bounds the log connections' page caches as the views')

@@ -56,3 +56,22 @@ class Seconds(click.ParamType):
         if not math.isfinite(seconds) or not self.minimum <= seconds <= MAX_SECONDS:
             self.fail(f"{value!r} is not between {self.minimum:g} and {MAX_SECONDS} seconds", param, ctx)
         return seconds
+
+
+class Text(click.ParamType):
+    """Free text kept in the log (a reason, a URL): at most `limit` characters, so one command cannot
+    store megabytes that every read, export and page then carries for ever."""
+
+    name = "text"
+
+    def __init__(self, limit: int = 2048) -> None:
+        self.limit = limit
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if len(text) > self.limit:
+            self.fail(f"is {len(text)} characters long: at most {self.limit:,}", param, ctx)
+        return text
+
+
+TEXT = Text()

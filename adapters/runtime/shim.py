@@ -240,8 +240,8 @@ def _spawn(spec: sqlite3.Row) -> subprocess.Popen[bytes]:
 
 
 def _record_unexecutable(db: sqlite3.Connection, name: str, exc: Exception) -> None:
-    detail = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) else str(exc)
-    reason = f"cannot execute: {detail}"
+    # DESIGN 7.11's words, `cannot execute PROGRAM: REASON`, as `rollout status` shows them
+    reason = f"cannot execute {exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else f"cannot execute: {exc}"
     print(f"rollouts shim: {name}: {reason}", file=sys.stderr, flush=True)
     with writing(db):
         db.execute(_UNEXECUTABLE, (_CANNOT_EXECUTE, reason, utc_now(), name))

@@ -101,7 +101,10 @@ def parse_store(url: str | None, given_as: str = "--store") -> StoreURL:
     if not parts.username or not parts.hostname or not dbname:
         raise BadStoreURL(f"{given_as}: a PostgreSQL URL needs a user, a host and a database")
     query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((value for name, value in query if name == "schema"), "")
+    schemas = [value for name, value in query if name == "schema"]
+    if len(schemas) > 1:  # which one was meant? the first, silently, wrote into a schema nobody named alone
+        raise BadStoreURL(f"{given_as}: parameter 'schema' is given twice")
+    schema = schemas[0] if schemas else ""
     if schema and not schema.replace("_", "a").isalnum():
         raise BadStoreURL(f"{given_as}: schema must be letters, digits and '_'")
     return PostgresURL(

@@ -188,6 +188,7 @@ class Steps:
         cause: dict[tuple[str, int], str] = {}
         due: dict[tuple[str, int], int | None] = {}  # failed -> version to restore (None: calls for none)
         rollbacks: dict[tuple[str, int], list[int]] = defaultdict(list)  # failed -> rollback versions
+        ran: set[tuple[str, int]] = set()  # deployments a deployer step was claimed for: only they are rolled back
         for e in sorted(events, key=lambda e: e["position"]):
             config, version, data = e["config"], e.get("version"), e.get("data") or {}
             if e["type"] in CONFIG_EVENTS:
@@ -203,6 +204,9 @@ class Steps:
                 if m:
                     failed = re.search(r"version (\d+) failed", data.get("message") or "")
                     rollbacks[(config, int(failed[1]) if failed else -1)].append(version)
+            step = data.get("step") if e["type"] == "DeployerClaimed" else data.get("next")
+            if (step or e["type"] == "DeployerClaimed") and (step or {}).get("kind", "deployer") == "deployer":
+                ran.add(key)
             before = phase.get(key)
             after = phases.phase_after(before, e["type"], data)
             phase[key] = after
@@ -218,6 +222,7 @@ class Steps:
                     and not cancelled
                     and not cause.get(key, "").startswith("automatic rollback")
                     and (auto.get(config, False) or reason.startswith("aborted"))
+                    and key in ran  # (7.11: nothing ran, nothing to roll back)
                 )
                 before_it = [v for v in completes[config] if v < version]
                 due[key] = before_it[-1] if calls and before_it else None

@@ -396,6 +396,26 @@ def test_i10_no_rollback_is_due_after_a_cancel_or_without_the_policy() -> None:
     assert log.violations() == []
 
 
+def test_i10_the_audit_expects_no_rollback_unless_a_deployer_step_was_claimed() -> None:
+    """An abort before any claim (frozen, waiting) ran nothing: its spec is set back, no rollback runs (7.11)."""
+    c = new_config(auto_rollback=True)
+    first = claimed(c)
+    run(first)
+    settle(c, first)
+    never = triggered(c)
+    never.request_abort("before its claim", ME)
+    settle(c, never)
+    assert rollout.rollback_due(c, never) == 1 and not never.deployer_claimed
+    assert rollout.set_back(c, dict(FIRST_SPEC), ME) == [c]  # the spec set back, no deployment
+    log = Log()
+    log.take(c, first, never)
+    assert log.violations() == []
+    assert completed_then_failing()[1].deployer_claimed  # (its failure's missing rollback: the test above)
+
+
+FIRST_SPEC = Spec(command=["deploy", "--old"]).to_data()
+
+
 def test_a_claim_is_taken_over_only_while_nothing_runs() -> None:
     d = claimed(new_config(steps=[10, 100], step_pause="manual"))
     with pytest.raises(DomainError, match="runs a process"):
