@@ -3,7 +3,10 @@
 Every mode keeps the four-eyes rule on labels (the `--as` actors differ). `os` also needs the OS accounts
 that ran the two commands (`os_user`) to differ; `db` the database roles (`db_user`, the PostgreSQL
 session user the server checked at each insert). A fact the log does not hold (an event written before
-it was recorded, or on a store with no roles) proves nothing: the approval is refused.
+it was recorded, or on a store with no roles) proves nothing: the approval is refused. An OS user is
+`ACCOUNT@HOST`: only the account tells two people apart (7.11: a host name is anyone's to set); one run
+inside a user namespace records none (adapters/identity), so an `os`-mode request or approval from there
+is refused.
 """
 
 from __future__ import annotations
@@ -49,6 +52,24 @@ def mode_of(value: str | None) -> ApprovalIdentity:
     return ApprovalIdentity(value) if value else DEFAULT
 
 
+def _same(field: str, asked: str, approving: str) -> bool:
+    """Whether two recorded facts name one identity: an OS user by its account alone, not its host."""
+    if field == "os_user":
+        return asked.rpartition("@")[0] == approving.rpartition("@")[0]
+    return asked == approving
+
+
+def request_refusal(mode: ApprovalIdentity, needs_approval: bool, requester: Who, what: str) -> str | None:
+    """Why `requester` may not ask for `what` (an attempt that waits for an approval under `mode`): an
+    `os`-mode request must record the OS user its approver is told apart from. None when they may."""
+    if needs_approval and mode == ApprovalIdentity.OS and requester.os_user is None:
+        return (
+            f"approval identity os: {what} would record no OS user (run inside a user namespace, which proves"
+            " no account): ask from the host's own user namespace"
+        )
+    return None
+
+
 def refusal(mode: ApprovalIdentity, requester: Who, approver: Who, what: str) -> str | None:
     """Why `approver` may not approve `what` (an attempt) that `requester` asked for under `mode`; None
     when they may."""
@@ -59,7 +80,7 @@ def refusal(mode: ApprovalIdentity, requester: Who, approver: Who, what: str) ->
         if asked is None or approving is None:
             whose = f"the request for {what}" if asked is None else "this approval"
             return f"approval identity {mode}: {whose} records no {named}, so the two cannot be told apart"
-        if asked == approving:
+        if _same(field, asked, approving):
             return (
                 f"{requester.actor} asked for {what} as {named} {asked}: approval identity {mode} needs"
                 f" another {named} to approve it"

@@ -36,6 +36,8 @@ def waiting(mode: str, asked: dict[str, Any]) -> tuple[DeploymentConfig, Deploym
         (OS, Who("alice", "u@h"), Who("bob", "u@h"), False),
         (OS, Who("alice", "u@h"), Who("bob", "v@h"), True),
         (OS, Who("alice", "u@h"), Who("alice", "v@h"), False),
+        (OS, Who("alice", "root@h"), Who("bob", "root@elsewhere"), False),  # a host name tells no one apart
+        (OS, Who("alice", "u@h"), Who("bob", None), False),  # approved from inside a user namespace
         (OS, Who("alice", None), Who("bob", "v@h"), False),  # asked before os_user was recorded
         (DB, Who("alice", "u@h", "alice"), Who("bob", "u@h", "alice"), False),
         (DB, Who("alice", "u@h", "alice"), Who("bob", "u@h", "bob"), True),
@@ -114,3 +116,14 @@ def test_audit_holds_a_logged_approval_to_its_attempts_mode(mode: str, approver:
     assert [(v.position, v.rule) for v in auditor.violations] == ([(2, "G2")] if flagged else [])
     if flagged:
         assert f"approval identity {mode}" in auditor.violations[0].message
+
+
+def test_an_os_mode_request_that_records_no_os_user_is_refused_and_others_are_not() -> None:
+    with pytest.raises(DomainError, match="user namespace"):
+        waiting("os", meta("alice", os_user=None))
+    waiting("label", meta("alice", os_user=None))  # only os mode needs the fact
+    c, d = waiting("os", meta("alice"))
+    d.approve(meta("bob", "other@host"))
+    d.request_cancel(meta("carol"))
+    with pytest.raises(DomainError, match="user namespace"):
+        rollout.retry(c, d, meta("alice", os_user=None))
