@@ -42,6 +42,7 @@ class Deployment(Aggregate):
     measured = 0  # the attempt's measurements so far (their names count from 1 across its steps)
     full = False  # promoted with --full: straight to the last step, no more verification or pause
     abort_reason: str | None = None
+    stopping: str | None = None  # the step whose stop was decided (StopRequested), until it ends
 
     class Event(Aggregate.Event):
         def apply(self, aggregate: Any) -> None:
@@ -233,6 +234,15 @@ class Deployment(Aggregate):
             meta=meta,
         )
 
+    def request_stop(self, name: str, reason: str, meta: Meta) -> bool:
+        """Record that the controller (a timeout) or a user (a deletion) stops step `name`, before the
+        signal (7.11): `claim check` answers 1 from here. False when `name` is not the current step of an
+        active attempt, or its stop is recorded already."""
+        if self.phase not in phases.ACTIVE or self.step is None or self.step.name != name or self.stopping == name:
+            return False
+        self._stop_requested(attempt=self.attempt, name=name, reason=reason, meta=meta)
+        return True
+
     def abandon(self, reason: str, meta: Meta) -> None:
         """Fail an open deployment that no deployer of this log may run (one open in a forked copy)."""
         phases.check(self.phase, "DeployerFailed")
@@ -370,12 +380,14 @@ class Deployment(Aggregate):
     def _advance(self, nxt: dict[str, Any] | None) -> None:
         """Move past a finished step: to `nxt` (as an event carries it), or to the attempt's end."""
         self.step = None if nxt is None else Step.from_data(nxt)
+        self.stopping = None
         if nxt is None:
             self.reason = None
 
     def _end(self, reason: str | None) -> None:
         self.reason = reason
         self.step = None
+        self.stopping = None
 
     def _mark(self, *, started: bool) -> None:
         """The current step is created (and started): a report of it was recorded."""
@@ -504,6 +516,10 @@ class Deployment(Aggregate):
             self.cancel_requested = True
             self.abort_reason = reason
 
+    @event("StopRequested")
+    def _stop_requested(self, attempt: int, name: str, reason: str, meta: Meta) -> None:
+        self.stopping = name
+
     @event("Aborted")
     def _aborted(self, attempt: int, reason: str, meta: Meta) -> None:
         self._end(reason)
@@ -537,6 +553,7 @@ class Deployment(Aggregate):
         self.claimant = None
         self.step = None
         self.cancel_requested = False
+        self.stopping = None
         self._new_attempt()
 
 

@@ -60,6 +60,21 @@ def report(
     return app.decide(report_decision(app, config_name, revision, change, meta))
 
 
+def request_stop(
+    app: RolloutsApp, config_name: str, revision: int, attempt: int, name: str, reason: str, meta: dict[str, Any]
+) -> bool:
+    """Record that step `name` of that attempt is being stopped (a user deleting its deployer), before the
+    signal (7.11): its claim is refused from here. False when the log has nothing to stop (another attempt,
+    a step past, a config this log does not hold)."""
+    try:
+        changed = report(
+            app, config_name, revision, lambda d: d.attempt == attempt and d.request_stop(name, reason, meta), meta
+        )
+    except NotFound:
+        return False
+    return changed is not None
+
+
 def report_decision(
     app: RolloutsApp, config_name: str, revision: int, change: Report, meta: dict[str, Any]
 ) -> Decision:

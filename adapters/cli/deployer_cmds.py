@@ -12,6 +12,7 @@ import click
 from ...domain import phases
 from ...domain.errors import NotFound
 from ...projections.history_queries import deployments
+from ...service import commands
 from ...service.leases import freshest_age, lease_seconds
 from ..runtime.local import LocalRuntime, NoSuchDeployer
 from . import completion
@@ -86,6 +87,11 @@ def delete(state: State, deployer: str) -> None:
     state.require_bound()  # a write: refused (exit 5) when the store is down or holds another log
     rt = runtime(state)
     try:
+        row = rt.get(deployer)
+        if row is not None and row.state in ("created", "running"):  # the stop is written before it is made (7.11)
+            commands.request_stop(
+                state.app, row.config, row.revision, row.attempt, deployer, "deleted by user", state.meta()
+            )
         rt.delete(deployer)
     except NoSuchDeployer:
         raise NotFound(f"no deployer named {deployer!r}") from None

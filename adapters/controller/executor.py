@@ -261,19 +261,36 @@ class Executor:
 
     def _timeout(self, a: Action, meta: dict[str, Any]) -> None:
         self._end_attempt(
-            a, lambda d: d.is_open and d.phase != phases.NEW, lambda d: d.time_out(d.typed_spec().timeout, meta), meta
+            a,
+            lambda d: d.is_open and d.phase != phases.NEW,
+            lambda d: d.time_out(d.typed_spec().timeout, meta),
+            meta,
+            stop=a.reason or "timeout",
         )
 
     def _end_attempt(
-        self, a: Action, due: Callable[[Deployment], bool], end: Callable[[Deployment], None], meta: dict[str, Any]
+        self,
+        a: Action,
+        due: Callable[[Deployment], bool],
+        end: Callable[[Deployment], None],
+        meta: dict[str, Any],
+        stop: str | None = None,
     ) -> None:
         """Stop what runs NOW according to the log (not the plan's view), then end the attempt
-        only if that is still the current step: a stale plan must not leave a later step running."""
+        only if that is still the current step: a stale plan must not leave a later step running.
+        `stop`: why, when the log does not say it yet (a timeout; a cancel or an abort is asked in the
+        log already): appended before the signal, so `claim check` answers 1 from then on (7.11)."""
         deployment = self.app.deployment(self.app.config(a.config), a.revision)
         if not (due(deployment) and deployment.attempt == a.attempt):
             return
         name = deployment.step.name if deployment.step else None
         process = name if deployment.step is not None and deployment.step.runs else None  # a pause runs none
+        if stop is not None and process is not None and deployment.stopping != process:
+
+            def decided(d: Deployment) -> bool:
+                return due(d) and d.attempt == a.attempt and d.request_stop(process, stop, meta)
+
+            self._report(a, decided, meta)
         self._halt(dataclasses.replace(a, name=process))
         row = self.runtime.get(process) if process else None
         if row is not None and not is_gone(row):
