@@ -86,3 +86,26 @@ def refusal(mode: ApprovalIdentity, requester: Who, approver: Who, what: str) ->
                 f" another {named} to approve it"
             )
     return None
+
+
+# A config's approval guard: the spec keys that say whether and how a deployment waits for an approval.
+GUARD = ("require_approval", "approval_identity")
+
+
+def lowers(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether spec `new` lowers the guard of spec `old` (7.11): it drops `--require-approval`, or moves
+    `--approval-identity` away from `os` or `db` (to label, or to the other fact, which proves another thing)."""
+    if not old.get("require_approval"):
+        return False
+    if not new.get("require_approval"):
+        return True
+    was = mode_of(old.get("approval_identity"))
+    return was != DEFAULT and mode_of(new.get("approval_identity")) != was
+
+
+def with_guard(spec: Mapping[str, Any], guard: Mapping[str, Any]) -> dict[str, Any]:
+    """`spec` with the guard keys of `guard` (left out where `guard` has none, as a stored spec leaves out
+    a guard off or at its default)."""
+    out = {k: v for k, v in spec.items() if k not in GUARD}
+    out.update({k: guard[k] for k in GUARD if guard.get(k)})
+    return out

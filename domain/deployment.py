@@ -201,12 +201,12 @@ class Deployment(Aggregate):
             self._hook_succeeded(**self._hook_args(step), next=data_of(self.sequence.after_hook(kind)), meta=meta)
         else:
             outcome = self._hook_outcome(step)
-            nxt = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self.sequence.after_hook(kind)}
+            onward = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self.sequence.after_hook(kind)}
             self._hook_failed(
                 **self._hook_args(step),
                 exit_code=exit_code,
                 outcome=outcome,
-                next=data_of(nxt.get(outcome)),
+                next=data_of(onward.get(outcome)),
                 reason=f"{kind} hook {name} failed: {reason or f'exit code {exit_code}'}",
                 meta=meta,
             )

@@ -12,6 +12,7 @@ from eventsourcing.persistence import IntegrityError, OperationalError
 
 from ..adapters.store.failures import is_lock_timeout
 from ..domain import ids, phases, rollout
+from ..domain.config import DeploymentConfig
 from ..domain.deployment import ABORTED, Deployment
 from ..domain.errors import DomainError, NotFound
 
@@ -92,7 +93,7 @@ def report_decision(
     return decision
 
 
-def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: dict[str, Any]) -> list[Any]:
+def rollback_for(app: RolloutsApp, config: DeploymentConfig, deployment: Deployment, meta: dict[str, Any]) -> list[Any]:
     """The aggregates of the automatic rollback `deployment`'s failure calls for (none if it calls for none),
     decided on the config and deployment as this decision holds them."""
     to = rollout.rollback_due(config, deployment, _last_complete(app, config, deployment))
@@ -107,7 +108,7 @@ def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: di
     return rollout.auto_rollback(config, deployment, source, spec, meta)
 
 
-def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
+def _as_if_alone(config: DeploymentConfig, deployment: Deployment) -> list[Any]:
     """What to save for reports applied at once, their events in the order separate reports
     would have appended them: the deployment's, but for its last, then the config's (the slot's
     release, decided with that last one), then the last. The aggregates follow, with no events
@@ -117,7 +118,7 @@ def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
     return [*reported[:-1], *released, *reported[-1:], config, deployment]
 
 
-def _last_complete(app: RolloutsApp, config: Any, deployment: Deployment) -> int | None:
+def _last_complete(app: RolloutsApp, config: DeploymentConfig, deployment: Deployment) -> int | None:
     """The last Complete revision before a failed one, looked up only when the config does not know it
     (a snapshot taken before configs kept it) and only for a failure that may call for a rollback."""
     if config.last_complete is not None or not deployment.reason or deployment.phase != phases.FAILED:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -15,6 +17,7 @@ from ...projections.history_queries import deployments
 from ...service import commands
 from ...service.leases import freshest_age, lease_seconds
 from ..runtime.local import LocalRuntime, NoSuchDeployer
+from ..runtime.port import Observed
 from . import completion
 from .output import emit_json, output_option, show
 from .params import name_argument
@@ -25,7 +28,7 @@ from .types import REVISION
 COLUMNS = ["name", "config", "version", "attempt", "state", "exit_code", "reason", "created_at", "ended_at"]
 
 
-def runtime(state: State):  # type: ignore[no-untyped-def]
+def runtime(state: State) -> LocalRuntime:
 
     state.home.ensure()
     return LocalRuntime(state.home)
@@ -142,11 +145,11 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
         rt.close()
 
 
-def _deployers_of(rt: Any, name: str, revision: int) -> list[Any]:
+def _deployers_of(rt: LocalRuntime, name: str, revision: int) -> list[Observed]:
     return [r for r in rt.list(include_pruned=True) if r.config == name and r.revision == revision]
 
 
-def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
+def _logs_document(rt: LocalRuntime, name: str, row: dict[str, Any]) -> None:
     deployers = [
         {
             "name": r.name,
@@ -161,7 +164,9 @@ def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
     emit_json({"config": name, "version": row["revision"], "phase": row["phase"], "deployers": deployers})
 
 
-def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) -> None:
+def _print_logs(
+    state: State, rt: LocalRuntime, name: str, revision: int, follow: Callable[[], dict[str, Any] | None]
+) -> None:
     """Print each deployer's output; with `follow` (the deployment's row, re-read), until it ends."""
 
     still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder))
@@ -183,7 +188,7 @@ def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) ->
         time.sleep(0.2)
 
 
-def _read(path: Any) -> bytes:
+def _read(path: str | os.PathLike[str]) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -191,7 +196,7 @@ def _read(path: Any) -> bytes:
         return b""
 
 
-def _print_from(path, offset: int) -> int:  # type: ignore[no-untyped-def]
+def _print_from(path: str | os.PathLike[str], offset: int) -> int:
     try:
         with open(path, "rb") as f:
             f.seek(offset)
