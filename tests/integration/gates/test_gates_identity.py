@@ -157,6 +157,7 @@ def _unshared(rollouts: Rollouts, *args: str) -> Result:
     return Result(done.returncode, done.stdout, done.stderr)
 
 
+@pytest.mark.slow  # processes in user namespaces of their own
 def test_os_mode_refuses_approvals_and_requests_from_inside_a_user_namespace(rollouts: Rollouts) -> None:
     made = rollouts.run("config", "create", "web", "--require-approval", "--approval-identity", "os", "--", "true")
     assert made.exit_code == 0, made
@@ -171,8 +172,11 @@ def test_os_mode_refuses_approvals_and_requests_from_inside_a_user_namespace(rol
 
 @pytest.mark.parametrize("blank", ["", " ", "\t "])
 def test_an_empty_or_blank_as_is_refused_and_creates_nothing(rollouts: Rollouts, blank: str) -> None:
-    refused = rollouts.sh("--as", blank, "config", "create", "web", "--", "true")
+    refused = rollouts.run("--as", blank, "config", "create", "web", "--", "true")
     assert refused.exit_code == 2 and refused.stderr.startswith("error:") and len(refused.stderr.splitlines()) == 1
     assert "white space" in refused.stderr and not rollouts.home.exists()
-    from_env = rollouts.sh("config", "create", "web", "--", "true", env={"ROLLOUTS_ACTOR": blank or " "})
+
+
+def test_a_blank_rollouts_actor_is_refused_naming_the_variable(rollouts: Rollouts) -> None:
+    from_env = rollouts.sh("config", "create", "web", "--", "true", env={"ROLLOUTS_ACTOR": " \t"})
     assert from_env.exit_code == 2 and "ROLLOUTS_ACTOR" in from_env.stderr and not rollouts.home.exists()
