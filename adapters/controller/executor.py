@@ -336,10 +336,18 @@ class Executor:
         self._report(a, change, meta)
 
     def _stop_measurement(self, a: Action, meta: dict[str, Any]) -> None:
-        """A measurement past --verify-timeout: stopped; its row's end is then reported (inconclusive)."""
+        """A measurement past --verify-timeout: its stop appended (7.11), then made; its row's end is then
+        reported (inconclusive) and the attempt goes on."""
+        name, why = _name(a), a.reason or "timeout"
+
+        def decided(d: Deployment) -> bool:
+            return d.is_current(name) and d.claimant == self.claimant and d.request_stop(name, why, meta)
+
         deployment = commands.peek(self.app, ids.deployment_id(ids.config_id(a.config), a.revision))
-        if deployment.is_current(_name(a)) and deployment.claimant == self.claimant:
-            self.runtime.stop(_name(a), reason=a.reason or "timeout")
+        if deployment.is_current(name) and deployment.claimant == self.claimant:
+            if deployment.stopping != name:
+                self._report(a, decided, meta)
+            self.runtime.stop(name, reason=why)
 
     # -- helpers -------------------------------------------------------------
 
