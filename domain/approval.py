@@ -3,7 +3,10 @@
 Every mode keeps the four-eyes rule on labels (the `--as` actors differ). `os` also needs the OS accounts
 that ran the two commands (`os_user`) to differ; `db` the database roles (`db_user`, the PostgreSQL
 session user the server checked at each insert). A fact the log does not hold (an event written before
-it was recorded, or on a store with no roles) proves nothing: the approval is refused.
+it was recorded, or on a store with no roles) proves nothing: the approval is refused. An OS user is
+`ACCOUNT@HOST`: only the account tells two people apart (7.11: a host name is anyone's to set); one run
+inside a user namespace records none (adapters/identity), so an `os`-mode request or approval from there
+is refused.
 """
 
 from __future__ import annotations
@@ -49,6 +52,24 @@ def mode_of(value: str | None) -> ApprovalIdentity:
     return ApprovalIdentity(value) if value else DEFAULT
 
 
+def _same(field: str, asked: str, approving: str) -> bool:
+    """Whether two recorded facts name one identity: an OS user by its account alone, not its host."""
+    if field == "os_user":
+        return asked.rpartition("@")[0] == approving.rpartition("@")[0]
+    return asked == approving
+
+
+def request_refusal(mode: ApprovalIdentity, needs_approval: bool, requester: Who, what: str) -> str | None:
+    """Why `requester` may not ask for `what` (an attempt that waits for an approval under `mode`): an
+    `os`-mode request must record the OS user its approver is told apart from. None when they may."""
+    if needs_approval and mode == ApprovalIdentity.OS and requester.os_user is None:
+        return (
+            f"approval identity os: {what} would record no OS user (run inside a user namespace, which proves"
+            " no account): ask from the host's own user namespace"
+        )
+    return None
+
+
 def refusal(mode: ApprovalIdentity, requester: Who, approver: Who, what: str) -> str | None:
     """Why `approver` may not approve `what` (an attempt) that `requester` asked for under `mode`; None
     when they may."""
@@ -59,9 +80,32 @@ def refusal(mode: ApprovalIdentity, requester: Who, approver: Who, what: str) ->
         if asked is None or approving is None:
             whose = f"the request for {what}" if asked is None else "this approval"
             return f"approval identity {mode}: {whose} records no {named}, so the two cannot be told apart"
-        if asked == approving:
+        if _same(field, asked, approving):
             return (
                 f"{requester.actor} asked for {what} as {named} {asked}: approval identity {mode} needs"
                 f" another {named} to approve it"
             )
     return None
+
+
+# A config's approval guard: the spec keys that say whether and how a deployment waits for an approval.
+GUARD = ("require_approval", "approval_identity")
+
+
+def lowers(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether spec `new` lowers the guard of spec `old` (7.11): it drops `--require-approval`, or moves
+    `--approval-identity` away from `os` or `db` (to label, or to the other fact, which proves another thing)."""
+    if not old.get("require_approval"):
+        return False
+    if not new.get("require_approval"):
+        return True
+    was = mode_of(old.get("approval_identity"))
+    return was != DEFAULT and mode_of(new.get("approval_identity")) != was
+
+
+def with_guard(spec: Mapping[str, Any], guard: Mapping[str, Any]) -> dict[str, Any]:
+    """`spec` with the guard keys of `guard` (left out where `guard` has none, as a stored spec leaves out
+    a guard off or at its default)."""
+    out = {k: v for k, v in spec.items() if k not in GUARD}
+    out.update({k: guard[k] for k in GUARD if guard.get(k)})
+    return out

@@ -8,8 +8,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from . import approval, ids
 from . import freeze as freezes
-from . import ids
 from .errors import DomainError
 from .topics import keep_stored_topics
 
@@ -22,6 +22,9 @@ class DeploymentConfig(Aggregate):
     freeze: freezes.Freeze | None = None  # (a class default: snapshots taken before freezes existed lack it)
     last_complete: int | None = None  # the revision that last ended Complete (7.6: what a rollback restores)
     rolled_back: tuple[int, ...] = ()  # the failed revisions an automatic rollback was triggered for (I10)
+    # A lowering of the approval guard that waits for `config approve` (7.11): the guard keys it asks for,
+    # and who asked (`requester`: actor, os_user, db_user), or None.
+    pending_guard: dict[str, Any] | None = None
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -59,10 +62,35 @@ class DeploymentConfig(Aggregate):
     # -- commands ------------------------------------------------------------
 
     def change_spec(self, spec: dict[str, Any], meta: Meta) -> bool:
+        """Change the spec; a lowering of its approval guard (approval.lowers) is not applied but asked
+        for, to take effect at `approve_guard` by another identity (7.11), and the rest applies now."""
+        if approval.lowers(self.spec, spec):
+            asked = {k: spec.get(k) for k in approval.GUARD}
+            self._guard_lowering_requested(**asked, meta=meta)
+            spec = approval.with_guard(spec, self.spec)
+            if spec != self.spec:
+                self._spec_changed(spec=spec, meta=meta)
+            return True
         if spec == self.spec:
             return False
         self._spec_changed(spec=spec, meta=meta)
         return True
+
+    def approve_guard(self, meta: Meta) -> dict[str, Any]:
+        """Apply the pending lowering of the guard: approved by someone the config's current mode tells
+        apart from who asked for it. Returns the guard as asked."""
+        pending = self.pending_guard
+        if pending is None:
+            raise DomainError(f"config {self.name} has no lowering of its approval guard waiting for approval")
+        mode = approval.mode_of(self.spec.get("approval_identity"))
+        requester = approval.Who.of(pending["requester"])
+        what = f"the lowering of {self.name}'s approval guard"
+        refused = approval.refusal(mode, requester, approval.Who.of(meta), what)
+        if refused is not None:
+            raise DomainError(refused)
+        self._guard_lowering_approved(meta=meta)
+        self._spec_changed(spec=approval.with_guard(self.spec, pending), meta=meta)
+        return {k: pending.get(k) for k in approval.GUARD}
 
     def pause(self, meta: Meta) -> None:
         if self.paused:
@@ -117,6 +145,18 @@ class DeploymentConfig(Aggregate):
     @event("SpecChanged")
     def _spec_changed(self, spec: dict[str, Any], meta: Meta) -> None:
         self.spec = spec
+
+    @event("GuardLoweringRequested")
+    def _guard_lowering_requested(
+        self, require_approval: bool | None, approval_identity: str | None, meta: Meta
+    ) -> None:
+        requester = {k: meta.get(k) for k in ("actor", "os_user", "db_user")}
+        self.pending_guard = {"require_approval": require_approval, "approval_identity": approval_identity}
+        self.pending_guard["requester"] = requester
+
+    @event("GuardLoweringApproved")
+    def _guard_lowering_approved(self, meta: Meta) -> None:
+        self.pending_guard = None
 
     @event("Paused")
     def _paused(self, meta: Meta) -> None:

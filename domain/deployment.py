@@ -45,6 +45,7 @@ class Deployment(Aggregate):
     # Whether a step that runs the deployer was ever claimed, in any attempt: from its claim on, the deployer
     # may exist (created on a host that could not report it yet), so a rollback must run (7.11).
     deployer_claimed = False
+    stopping: str | None = None  # the step whose stop was decided (StopRequested), until it ends
 
     class Event(Aggregate.Event):
         def apply(self, aggregate: Any) -> None:
@@ -203,12 +204,12 @@ class Deployment(Aggregate):
             self._hook_succeeded(**self._hook_args(step), next=data_of(self.sequence.after_hook(kind)), meta=meta)
         else:
             outcome = self._hook_outcome(step)
-            nxt = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self.sequence.after_hook(kind)}
+            onward = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self.sequence.after_hook(kind)}
             self._hook_failed(
                 **self._hook_args(step),
                 exit_code=exit_code,
                 outcome=outcome,
-                next=data_of(nxt.get(outcome)),
+                next=data_of(onward.get(outcome)),
                 reason=f"{kind} hook {name} failed: {reason or f'exit code {exit_code}'}",
                 meta=meta,
             )
@@ -235,6 +236,15 @@ class Deployment(Aggregate):
             reason=f"timeout: attempt exceeded {seconds}s",
             meta=meta,
         )
+
+    def request_stop(self, name: str, reason: str, meta: Meta) -> bool:
+        """Record that the controller (a timeout) or a user (a deletion) stops step `name`, before the
+        signal (7.11): `claim check` answers 1 from here. False when `name` is not the current step of an
+        active attempt, or its stop is recorded already."""
+        if self.phase not in phases.ACTIVE or self.step is None or self.step.name != name or self.stopping == name:
+            return False
+        self._stop_requested(attempt=self.attempt, name=name, reason=reason, meta=meta)
+        return True
 
     def abandon(self, reason: str, meta: Meta) -> None:
         """Fail an open deployment that no deployer of this log may run (one open in a forked copy)."""
@@ -373,6 +383,7 @@ class Deployment(Aggregate):
     def _advance(self, nxt: dict[str, Any] | None) -> None:
         """Move past a finished step: to `nxt` (as an event carries it), or to the attempt's end."""
         self.step = None if nxt is None else Step.from_data(nxt)
+        self.stopping = None
         if nxt is None:
             self.reason = None
         self.deployer_claimed = self.deployer_claimed or (self.step is not None and self.step.kind == DEPLOYER)
@@ -380,6 +391,7 @@ class Deployment(Aggregate):
     def _end(self, reason: str | None) -> None:
         self.reason = reason
         self.step = None
+        self.stopping = None
 
     def _mark(self, *, started: bool) -> None:
         """The current step is created (and started): a report of it was recorded."""
@@ -509,6 +521,10 @@ class Deployment(Aggregate):
             self.cancel_requested = True
             self.abort_reason = reason
 
+    @event("StopRequested")
+    def _stop_requested(self, attempt: int, name: str, reason: str, meta: Meta) -> None:
+        self.stopping = name
+
     @event("Aborted")
     def _aborted(self, attempt: int, reason: str, meta: Meta) -> None:
         self._end(reason)
@@ -542,6 +558,7 @@ class Deployment(Aggregate):
         self.claimant = None
         self.step = None
         self.cancel_requested = False
+        self.stopping = None
         self._new_attempt()
 
 

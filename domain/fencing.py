@@ -2,8 +2,9 @@
 
 A claim is a DeployerClaimed event, named by its position. It holds while it is its deployment's latest
 claim, the deployment is still active (Pending or Running, as domain/phases folds it) with no cancel or
-abort asked, and its claimant (the claim's, or the one a ClaimTaken handed it to) has a live lease: a
-fact only the database's clock can give, so the caller passes it in.
+abort asked and no stop of its current step decided (StopRequested: a timeout, a deletion; 7.11), and
+its claimant (the claim's, or the one a ClaimTaken handed it to) has a live lease: a fact only the
+database's clock can give, so the caller passes it in.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from typing import Any, NamedTuple
 from . import phases
 
 StreamEvent = tuple[int, str, dict[str, Any]]  # position, type, data
+# Events that end a step and name the next (domain/phases): a stop decided for the step ends with it.
+STEP_ENDS = frozenset(
+    {"DeployerSucceeded", "HookSucceeded", "HookFailed", "MeasurementRecorded", "PauseEnded", "Promoted"}
+)
 
 
 class Verdict(NamedTuple):
@@ -26,6 +31,7 @@ def claim_verdict(position: int, stream: Iterable[StreamEvent], lease_live: Call
     config, revision, attempt, claimant = "?", "?", "?", ""
     phase: str | None = None
     stopping = claimed = False
+    stopped: str | None = None  # the reason of a stop decided for the current step
     for at, type_, data in stream:
         if type_ == "Created":
             config, revision = data.get("config", "?"), data.get("revision", "?")
@@ -38,13 +44,19 @@ def claim_verdict(position: int, stream: Iterable[StreamEvent], lease_live: Call
         if type_ in ("CancelRequested", "AbortRequested") and phase != phases.NEW:
             stopping = True
         elif type_ == "RetryRequested":
-            stopping = False
+            stopping, stopped = False, None
+        if type_ == "StopRequested" and claimed:
+            stopped = str(data.get("reason") or "stopped")
+        elif type_ in STEP_ENDS:
+            stopped = None
         phase = phases.phase_after(phase, type_, data)
     name = f"{config} version {revision} (attempt {attempt})"
     if phase not in phases.ACTIVE:
         return Verdict(False, f"{name} is {phase}: the claim has ended")
     if stopping:
         return Verdict(False, f"{name} is being stopped (cancel or abort asked)")
+    if stopped is not None:
+        return Verdict(False, f"{name} is being stopped ({stopped})")
     if not lease_live(claimant):
         return Verdict(False, f"claimant {claimant}'s lease has expired (by the database's clock)")
     return Verdict(True, f"{name} is {phase}, claimed at position {position} by a live claimant")

@@ -36,6 +36,8 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     "ClaimTaken": ACTIVE,
     "AbortRequested": OPEN,
     "Aborted": ACTIVE,
+    # DESIGN 7.11: a stop the controller decided (a timeout, a deletion), written before the signal
+    "StopRequested": ACTIVE,
 }
 
 

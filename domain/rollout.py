@@ -91,6 +91,7 @@ def trigger(
 ) -> list[Aggregate]:
     """Open the next revision; with `supersede`, ask every open one to cancel. `spec`: the new deployment's,
     when not the config's."""
+    _check_request(spec if spec is not None else config.spec, meta, f"a new revision of {config.name}")
     revision = config.trigger(cause, message, supersede, meta, automatic=automatic)
     for older in open_deployments:
         older.request_cancel(meta)
@@ -120,9 +121,18 @@ def retry(config: DeploymentConfig, deployment: Deployment, meta: Meta) -> list[
     if deployment.revision != config.latest_revision:
         raise DomainError(f"only the latest revision ({config.latest_revision}) can be retried")
     identity = approval.mode_of(config.spec.get("approval_identity"))
+    _check_request(config.spec, meta, f"a retry of revision {deployment.revision} of {config.name}")
     deployment.retry(meta, bool(config.spec.get("require_approval")), identity)
     config.reopen(deployment.revision, deployment.attempt, meta)
     return [config, deployment]
+
+
+def _check_request(spec: dict[str, Any], meta: Meta, what: str) -> None:
+    """Refuse a request its approver could not be told apart from (7.11: `os` mode, no OS user recorded)."""
+    mode = approval.mode_of(spec.get("approval_identity"))
+    refused = approval.request_refusal(mode, bool(spec.get("require_approval")), approval.Who.of(meta), what)
+    if refused is not None:
+        raise DomainError(refused)
 
 
 def claim(

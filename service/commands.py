@@ -12,6 +12,7 @@ from eventsourcing.persistence import IntegrityError, OperationalError
 
 from ..adapters.store.failures import is_lock_timeout
 from ..domain import ids, phases, rollout
+from ..domain.config import DeploymentConfig
 from ..domain.deployment import ABORTED, Deployment
 from ..domain.errors import DomainError, NotFound
 
@@ -60,6 +61,21 @@ def report(
     return app.decide(report_decision(app, config_name, revision, change, meta))
 
 
+def request_stop(
+    app: RolloutsApp, config_name: str, revision: int, attempt: int, name: str, reason: str, meta: dict[str, Any]
+) -> bool:
+    """Record that step `name` of that attempt is being stopped (a user deleting its deployer), before the
+    signal (7.11): its claim is refused from here. False when the log has nothing to stop (another attempt,
+    a step past, a config this log does not hold)."""
+    try:
+        changed = report(
+            app, config_name, revision, lambda d: d.attempt == attempt and d.request_stop(name, reason, meta), meta
+        )
+    except NotFound:
+        return False
+    return changed is not None
+
+
 def report_decision(
     app: RolloutsApp, config_name: str, revision: int, change: Report, meta: dict[str, Any]
 ) -> Decision:
@@ -77,7 +93,7 @@ def report_decision(
     return decision
 
 
-def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: dict[str, Any]) -> list[Any]:
+def rollback_for(app: RolloutsApp, config: DeploymentConfig, deployment: Deployment, meta: dict[str, Any]) -> list[Any]:
     """The aggregates of the automatic rollback `deployment`'s failure calls for (none if it calls for none),
     decided on the config and deployment as this decision holds them."""
     to = rollout.rollback_due(config, deployment, _last_complete(app, config, deployment))
@@ -94,7 +110,7 @@ def rollback_for(app: RolloutsApp, config: Any, deployment: Deployment, meta: di
     return rollout.auto_rollback(config, deployment, source, spec, meta)
 
 
-def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
+def _as_if_alone(config: DeploymentConfig, deployment: Deployment) -> list[Any]:
     """What to save for reports applied at once, their events in the order separate reports
     would have appended them: the deployment's, but for its last, then the config's (the slot's
     release, decided with that last one), then the last. The aggregates follow, with no events
@@ -104,7 +120,7 @@ def _as_if_alone(config: Any, deployment: Deployment) -> list[Any]:
     return [*reported[:-1], *released, *reported[-1:], config, deployment]
 
 
-def _last_complete(app: RolloutsApp, config: Any, deployment: Deployment) -> int | None:
+def _last_complete(app: RolloutsApp, config: DeploymentConfig, deployment: Deployment) -> int | None:
     """The last Complete revision before a failed one, looked up only when the config does not know it
     (a snapshot taken before configs kept it) and only for a failure that may call for a rollback."""
     if config.last_complete is not None or not deployment.reason or deployment.phase != phases.FAILED:

@@ -52,6 +52,8 @@ JOINERS = frozenset("\u200c\u200d")  # zero-width (non-)joiners: in Persian and 
 def actor_problem(actor: str) -> str | None:
     """Why `actor` cannot label an event, if it cannot: it is shown in tables and lines of output, where a
     newline, an escape sequence or a direction override would let it pass for other rows."""
+    if not actor.strip():  # (7.11) a blank label names nobody, and tells no two people apart
+        return "is empty or only white space: give a name (or leave it out for user@host)"
     if len(actor) > ACTOR_MAX:
         return f"is {len(actor)} characters long: at most {ACTOR_MAX}"
     odd = next((c for c in actor if not c.isprintable() and c not in JOINERS), None)
@@ -109,11 +111,14 @@ def cli(ctx: click.Context, home: str, store: str | None, actor: str | None) -> 
         if "home" in from_env:
             raise settings.BadSetting(f"ROLLOUTS_HOME={home!r}: is empty: give a directory (or leave it unset)")
         raise click.BadParameter("is empty: give a directory (or leave it unset for .rollouts)", param_hint="'--home'")
-    given, actor = actor, actor or default_actor()  # (the default too: getpass reads USER or LOGNAME first)
+    given, actor = (
+        actor,
+        default_actor() if actor is None else actor,
+    )  # (the default is checked too: getpass reads USER or LOGNAME first)
     problem = actor_problem(actor)
     if problem is not None:
         shown = repr(actor[:40]) + ("..." if len(actor) > 40 else "")  # (repr: escapes what it holds)
-        if not given:
+        if given is None:
             raise settings.BadSetting(f"the default actor {shown} (USER or LOGNAME @ host): {problem}: give --as")
         if ctx.get_parameter_source("actor") is ParameterSource.ENVIRONMENT:
             raise settings.BadSetting(f"ROLLOUTS_ACTOR={shown}: {problem}")

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from ...domain.errors import NotFound
-from ...projections import history_queries
-from ...service import documents
+from ...projections import audit_queries, history_queries
+from ...service import documents, guards
 from .as_of import as_of_option, history_at
 from .output import emit_json, output_option, show
 from .params import existing_name_argument, name_argument
@@ -85,8 +85,32 @@ def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> N
     )
     warn_secret_env(options["env"])
     click.echo(f"config {name} {'updated' if changed else 'unchanged'}")
+    if changed and state.app.config(name).pending_guard is not None:
+        click.echo(f"lowering the approval guard of {name} is pending: it takes effect at `config approve {name}`")
+        click.echo("by another identity; until then deployments wait for an approval as before")
     if revision:
         click.echo(f"version {revision} triggered (config change)")
+
+
+@config.command("approve")
+@name_argument
+@pass_state
+def approve(state: State, name: str) -> None:
+    """Let a pending lowering of NAME's approval guard take effect.
+
+    A `config set` that removes --require-approval or weakens
+    --approval-identity waits for this, run by an identity other than the
+    one who asked, as the config's current --approval-identity tells them
+    apart (same identity, or nothing pending: exit 1).
+
+    \b
+    Example:
+      rollouts --as alice config set web --no-require-approval
+      rollouts --as bob config approve web
+    """
+    guard = guards.approve(state.app, name, state.meta())
+    now = _approval({"require_approval": guard["require_approval"], "approval_identity": guard["approval_identity"]})
+    click.echo(f"config {name}: approval {now}")
 
 
 def config_rows(state: State, name: str | None = None, as_of: int | str | None = None) -> list[dict[str, Any]]:
@@ -114,6 +138,9 @@ def show_(state: State, name: str, as_of: int | str | None, output: str) -> None
     if not rows:
         raise NotFound(f"config {name!r} not found")
     row = rows[0]
+    audit = state.read("audit").db("audit")
+    until = as_of if isinstance(as_of, int) or as_of is None else audit_queries.last_position_at(audit, as_of)
+    row["pending_guard"] = guards.pending(audit, name, until)
     if output == "json":
         emit_json(documents.shown(row))
         return
@@ -129,6 +156,7 @@ def show_(state: State, name: str, as_of: int | str | None, output: str) -> None
         ("Pre hook", _hook(spec["pre_hook"])),
         ("Post hook", _hook(spec["post_hook"])),
         ("Approval", _approval(spec)),
+        *_pending_lines(row["pending_guard"]),
         *_step_lines(spec),
         ("Paused", "yes" if row["paused"] else "no"),
         ("Frozen", "; ".join(freeze_text(f) for f in row["freezes"]) or "no"),
@@ -156,6 +184,18 @@ def _step_lines(spec: dict[str, Any]) -> list[tuple[str, str]]:
     if spec.get("auto_rollback"):
         lines.append(("Auto rollback", "on"))
     return lines
+
+
+def _pending_lines(pending: dict[str, Any] | None) -> list[tuple[str, str]]:
+    if pending is None:
+        return []
+    asked = _approval(pending)
+    return [
+        (
+            "Pending",
+            f"approval {asked}, asked by {pending['actor']} (position {pending['position']}): waits for config approve",
+        )
+    ]
 
 
 def _approval(spec: dict[str, Any]) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -12,8 +14,10 @@ import click
 from ...domain import phases
 from ...domain.errors import NotFound
 from ...projections.history_queries import deployments
+from ...service import commands
 from ...service.leases import freshest_age, lease_seconds
 from ..runtime.local import LocalRuntime, NoSuchDeployer
+from ..runtime.port import Observed
 from . import completion
 from .output import emit_json, output_option, show
 from .params import name_argument
@@ -24,7 +28,7 @@ from .types import REVISION
 COLUMNS = ["name", "config", "version", "attempt", "state", "exit_code", "reason", "created_at", "ended_at"]
 
 
-def runtime(state: State):  # type: ignore[no-untyped-def]
+def runtime(state: State) -> LocalRuntime:
 
     state.home.ensure()
     return LocalRuntime(state.home)
@@ -86,6 +90,11 @@ def delete(state: State, deployer: str) -> None:
     state.require_bound()  # a write: refused (exit 5) when the store is down or holds another log
     rt = runtime(state)
     try:
+        row = rt.get(deployer)
+        if row is not None and row.state in ("created", "running"):  # the stop is written before it is made (7.11)
+            commands.request_stop(
+                state.app, row.config, row.revision, row.attempt, deployer, "deleted by user", state.meta()
+            )
         rt.delete(deployer)
     except NoSuchDeployer:
         raise NotFound(f"no deployer named {deployer!r}") from None
@@ -136,11 +145,11 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
         rt.close()
 
 
-def _deployers_of(rt: Any, name: str, revision: int) -> list[Any]:
+def _deployers_of(rt: LocalRuntime, name: str, revision: int) -> list[Observed]:
     return [r for r in rt.list(include_pruned=True) if r.config == name and r.revision == revision]
 
 
-def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
+def _logs_document(rt: LocalRuntime, name: str, row: dict[str, Any]) -> None:
     deployers = [
         {
             "name": r.name,
@@ -155,7 +164,9 @@ def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
     emit_json({"config": name, "version": row["revision"], "phase": row["phase"], "deployers": deployers})
 
 
-def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) -> None:
+def _print_logs(
+    state: State, rt: LocalRuntime, name: str, revision: int, follow: Callable[[], dict[str, Any] | None]
+) -> None:
     """Print each deployer's output; with `follow` (the deployment's row, re-read), until it ends."""
 
     still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder))
@@ -177,7 +188,7 @@ def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) ->
         time.sleep(0.2)
 
 
-def _read(path: Any) -> bytes:
+def _read(path: str | os.PathLike[str]) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -185,7 +196,7 @@ def _read(path: Any) -> bytes:
         return b""
 
 
-def _print_from(path, offset: int) -> int:  # type: ignore[no-untyped-def]
+def _print_from(path: str | os.PathLike[str], offset: int) -> int:
     try:
         with open(path, "rb") as f:
             f.seek(offset)

@@ -84,7 +84,9 @@ class Executor:
         """The step a report just made current, when it is ours to create at once (a process with no wait):
         created in this pass, not the next (one pass per step or measurement, not two). The create
         re-reads the log first, as every create does."""
-        step = changed.step if changed is not None and changed.is_open else None
+        if changed is None or not changed.is_open:
+            return []
+        step = changed.step
         if step is None or not step.runs or step.created or step.delay != 0 or changed.claimant != self.claimant:
             return []
         if changed.cancel_requested:
@@ -261,19 +263,36 @@ class Executor:
 
     def _timeout(self, a: Action, meta: dict[str, Any]) -> None:
         self._end_attempt(
-            a, lambda d: d.is_open and d.phase != phases.NEW, lambda d: d.time_out(d.typed_spec().timeout, meta), meta
+            a,
+            lambda d: d.is_open and d.phase != phases.NEW,
+            lambda d: d.time_out(d.typed_spec().timeout, meta),
+            meta,
+            stop=a.reason or "timeout",
         )
 
     def _end_attempt(
-        self, a: Action, due: Callable[[Deployment], bool], end: Callable[[Deployment], None], meta: dict[str, Any]
+        self,
+        a: Action,
+        due: Callable[[Deployment], bool],
+        end: Callable[[Deployment], None],
+        meta: dict[str, Any],
+        stop: str | None = None,
     ) -> None:
         """Stop what runs NOW according to the log (not the plan's view), then end the attempt
-        only if that is still the current step: a stale plan must not leave a later step running."""
+        only if that is still the current step: a stale plan must not leave a later step running.
+        `stop`: why, when the log does not say it yet (a timeout; a cancel or an abort is asked in the
+        log already): appended before the signal, so `claim check` answers 1 from then on (7.11)."""
         deployment = self.app.deployment(self.app.config(a.config), a.revision)
         if not (due(deployment) and deployment.attempt == a.attempt):
             return
         name = deployment.step.name if deployment.step else None
         process = name if deployment.step is not None and deployment.step.runs else None  # a pause runs none
+        if stop is not None and process is not None and deployment.stopping != process:
+
+            def decided(d: Deployment) -> bool:
+                return due(d) and d.attempt == a.attempt and d.request_stop(process, stop, meta)
+
+            self._report(a, decided, meta)
         self._halt(dataclasses.replace(a, name=process))
         row = self.runtime.get(process) if process else None
         if row is not None and not is_gone(row):
@@ -317,10 +336,18 @@ class Executor:
         self._report(a, change, meta)
 
     def _stop_measurement(self, a: Action, meta: dict[str, Any]) -> None:
-        """A measurement past --verify-timeout: stopped; its row's end is then reported (inconclusive)."""
+        """A measurement past --verify-timeout: its stop appended (7.11), then made; its row's end is then
+        reported (inconclusive) and the attempt goes on."""
+        name, why = _name(a), a.reason or "timeout"
+
+        def decided(d: Deployment) -> bool:
+            return d.is_current(name) and d.claimant == self.claimant and d.request_stop(name, why, meta)
+
         deployment = commands.peek(self.app, ids.deployment_id(ids.config_id(a.config), a.revision))
-        if deployment.is_current(_name(a)) and deployment.claimant == self.claimant:
-            self.runtime.stop(_name(a), reason=a.reason or "timeout")
+        if deployment.is_current(name) and deployment.claimant == self.claimant:
+            if deployment.stopping != name:
+                self._report(a, decided, meta)
+            self.runtime.stop(name, reason=why)
 
     # -- helpers -------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """POSTing a notification with urllib3: one pooled connection per sink, a bounded timeout, and
-every failure (no connection, a non-2xx answer, the timeout) as one short, stable line of text."""
+every failure (no connection, a non-2xx answer, the timeout) as one short, stable line of our own words."""
 
 from __future__ import annotations
 
 import base64
 import json
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -49,10 +50,19 @@ class Poster:
             return _describe(error, self.timeout)
         if 200 <= response.status < 300:
             return None
-        return f"HTTP {response.status} {response.reason or ''}".strip()
+        return status_text(response.status)
 
     def close(self) -> None:
         self.pool.clear()
+
+
+def status_text(status: int) -> str:
+    """A non-2xx answer as the log keeps it: the code and the standard phrase for it, never the sink's own
+    reason text (which may echo the request's path, a token with it, or anything else for ever: 7.11)."""
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
 
 
 def _without_credentials(url: str) -> tuple[str, str | None]:
@@ -75,5 +85,7 @@ def _describe(error: BaseException, timeout: float) -> str:
         return f"cannot connect: {reason}"
     if isinstance(error, TimeoutError):
         return f"no answer within {timeout:g} s"
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text}"[:200]
+    # The rest in our words only: a library's message may quote the URL or what the sink sent.
+    if isinstance(error, OSError) and error.strerror:
+        return f"connection failed: {error.strerror}"[:200]
+    return f"connection failed ({type(error).__name__})"

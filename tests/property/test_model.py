@@ -64,7 +64,7 @@ import rollouts.adapters.controller.loop as loop_module
 from rollouts.adapters.controller.loop import Controller
 from rollouts.adapters.home import Home
 from rollouts.adapters.store.reader import RecorderSource
-from rollouts.domain import phases
+from rollouts.domain import approval, phases
 from rollouts.domain.audit import audit
 from rollouts.domain.audit_rules import audit_rules
 from rollouts.domain.config import DeploymentConfig
@@ -766,9 +766,13 @@ class RolloutModel(RuleBasedStateMachine):
             rollout = new.trigger == "config-change" and not facts.paused and new.rollout_part() != old.rollout_part()
             triggers = changed and rollout
 
+            # 7.11: a lowered approval guard waits for `config approve`; the rest of the change applies
+            lowered = approval.lowers(old.to_data(), new.to_data())
+            expected = approval.with_guard(new.to_data(), old.to_data()) if lowered else new.to_data()
+
             def check(result: tuple[bool, int | None]) -> None:
                 assert result == (True, facts.latest + 1 if triggers else None)
-                assert self._facts(name).spec == new.to_data()
+                assert self._facts(name).spec == expected
                 if triggers:
                     assert self._deployment(name, facts.latest + 1)["cause"] == "config change"
                     assert all(self._cancelled_or_failed(name, v) for v in facts.open), facts.open

@@ -36,6 +36,8 @@ def waiting(mode: str, asked: dict[str, Any]) -> tuple[DeploymentConfig, Deploym
         (OS, Who("alice", "u@h"), Who("bob", "u@h"), False),
         (OS, Who("alice", "u@h"), Who("bob", "v@h"), True),
         (OS, Who("alice", "u@h"), Who("alice", "v@h"), False),
+        (OS, Who("alice", "root@h"), Who("bob", "root@elsewhere"), False),  # a host name tells no one apart
+        (OS, Who("alice", "u@h"), Who("bob", None), False),  # approved from inside a user namespace
         (OS, Who("alice", None), Who("bob", "v@h"), False),  # asked before os_user was recorded
         (DB, Who("alice", "u@h", "alice"), Who("bob", "u@h", "alice"), False),
         (DB, Who("alice", "u@h", "alice"), Who("bob", "u@h", "bob"), True),
@@ -114,3 +116,48 @@ def test_audit_holds_a_logged_approval_to_its_attempts_mode(mode: str, approver:
     assert [(v.position, v.rule) for v in auditor.violations] == ([(2, "G2")] if flagged else [])
     if flagged:
         assert f"approval identity {mode}" in auditor.violations[0].message
+
+
+def test_an_os_mode_request_that_records_no_os_user_is_refused_and_others_are_not() -> None:
+    with pytest.raises(DomainError, match="user namespace"):
+        waiting("os", meta("alice", os_user=None))
+    waiting("label", meta("alice", os_user=None))  # only os mode needs the fact
+    c, d = waiting("os", meta("alice"))
+    d.approve(meta("bob", "other@host"))
+    d.request_cancel(meta("carol"))
+    with pytest.raises(DomainError, match="user namespace"):
+        rollout.retry(c, d, meta("alice", os_user=None))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "lowered"),
+    [
+        ({"require_approval": True}, {}, True),
+        ({"require_approval": True, "approval_identity": "os"}, {"require_approval": True}, True),
+        (
+            {"require_approval": True, "approval_identity": "os"},
+            {"require_approval": True, "approval_identity": "db"},
+            True,
+        ),
+        ({"require_approval": True}, {"require_approval": True, "approval_identity": "os"}, False),
+        ({}, {"require_approval": True}, False),
+        ({"approval_identity": "os"}, {}, False),  # no approval required: nothing to lower
+    ],
+)
+def test_what_lowers_a_guard(old: dict[str, Any], new: dict[str, Any], lowered: bool) -> None:
+    from rollouts.domain.approval import lowers
+
+    assert lowers({"command": ["true"], **old}, {"command": ["true"], **new}) is lowered
+
+
+def test_a_lowered_guard_waits_for_another_identity_under_the_configs_current_mode() -> None:
+    c, _ = waiting("os", meta("alice", "ops@host"))
+    weaker = {k: v for k, v in c.spec.items() if k != "approval_identity"}
+    assert c.change_spec(weaker, meta("alice", "ops@host"))
+    assert c.spec["approval_identity"] == "os" and c.pending_guard is not None  # the old policy holds
+    with pytest.raises(DomainError, match="another OS user"):
+        c.approve_guard(meta("bob", "ops@elsewhere"))  # same account, another host: the same person
+    c.approve_guard(meta("bob", "bob@host"))
+    assert c.spec == weaker and c.pending_guard is None
+    with pytest.raises(DomainError, match="no lowering"):
+        c.approve_guard(meta("carol", "carol@host"))

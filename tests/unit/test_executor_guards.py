@@ -606,3 +606,55 @@ def test_the_reports_of_a_group_match_each_row_against_the_claim_of_its_own_depl
     assert app_deployment.phase == "Complete"
     assert web_deployment.phase == "Failed"
     assert "no claim of this log made" in (web_deployment.reason or "")
+
+
+# -- a stop is written before it is made (7.11) -------------------------------------------
+
+
+class StoppingRuntime(FakeRuntime):
+    """A runtime whose step is running: each stop records what the log held when the signal went out."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__()
+        self.app = app
+        self.stopped: list[tuple[str, list[str]]] = []
+        self.gone = False
+
+    def tombstone(self, name: str, *, config: str, revision: int, attempt: int, reason: str) -> bool:
+        return False  # a row exists: the process is stopped, not pre-empted
+
+    def stop(self, name: str, *, reason: str, grace: float = 5.0) -> None:
+        self.stopped.append((name, types_after(self.app, 0)))
+        self.gone = True
+
+    def get(self, name: str) -> Observed | None:
+        return None
+
+
+def test_a_timeout_appends_its_stop_before_the_signal_and_ends_the_attempt_after(app: Any) -> None:
+    claimed(app)
+    runtime = StoppingRuntime(app)
+    executor = Executor(app, runtime, ME, "tester@test", "/")
+    executor.run(Action(Kind.TIMEOUT, "app", 1, 1, name=DEPLOYER, reason="timeout: attempt exceeded 1s"))
+    [(name, before)] = runtime.stopped
+    assert name == DEPLOYER and before[-1] == "StopRequested"
+    after = types_after(app, 0)
+    assert after.index("StopRequested") < after.index("DeployerFailed")  # the attempt ends once the row is gone
+
+
+def test_a_measurement_past_its_timeout_appends_its_stop_before_the_signal_once(app: Any) -> None:
+    claimed(app, spec=Spec(command=["true"], verify=["true"]))
+    executor = Executor(app, FakeRuntime(), ME, "tester@test", "/")
+    for kind in (Kind.RECORD_CREATED, Kind.RECORD_STARTED):
+        executor.run(Action(kind, "app", 1, 1, name=DEPLOYER))
+    executor.run(Action(Kind.RECORD_EXIT, "app", 1, 1, name=DEPLOYER, exit_code=0))
+    measurement = step_of(app)
+    assert measurement is not None and measurement.kind == "verify"
+    executor.run(Action(Kind.RECORD_CREATED, "app", 1, 1, name=measurement.name))
+    runtime = StoppingRuntime(app)
+    executor = Executor(app, runtime, ME, "tester@test", "/")
+    stop = Action(Kind.STOP_MEASUREMENT, "app", 1, 1, name=measurement.name, reason="timeout: measurement exceeded 1s")
+    executor.run(stop)
+    executor.run(stop)  # the next pass, while it dies: no second record
+    assert [before[-1] for _, before in runtime.stopped] == ["StopRequested", "StopRequested"]
+    assert types_after(app, 0).count("StopRequested") == 1

@@ -32,6 +32,10 @@ def test_a_current_claim_of_a_running_deployment_with_a_live_claimant_holds() ->
         ((9, "CancelRequested", {"attempt": 1}), "is being stopped (cancel or abort asked)"),
         ((9, "AbortRequested", {"attempt": 1, "reason": "bad"}), "is being stopped (cancel or abort asked)"),
         ((9, "DeployerClaimed", {"attempt": 2, "claimant": "ctl-a"}), "a later claim (position 9) replaced it"),
+        (
+            (9, "StopRequested", {"attempt": 1, "name": "web-3-deploy-1", "reason": "timeout: attempt exceeded 2s"}),
+            "is being stopped (timeout: attempt exceeded 2s)",
+        ),
     ],
 )
 def test_a_claim_ends_with_its_attempt_a_stop_asked_or_a_later_claim(later: Any, said: str) -> None:
@@ -43,6 +47,13 @@ def test_a_retry_after_the_claim_leaves_it_ended_even_before_the_next_claim() ->
     failed = (7, "DeployerFailed", {"attempt": 1, "reason": "exit 1"})
     holds, why = verdict(CLAIMED, STARTED, failed, (8, "RetryRequested", {"attempt": 2}))
     assert not holds and "is New: the claim has ended" in why
+
+
+def test_a_stop_decided_for_a_step_ends_with_that_step() -> None:
+    """A measurement deleted by hand is inconclusive and the attempt goes on: its next step's claim holds."""
+    stop = (7, "StopRequested", {"attempt": 1, "name": "web-3-measure-1", "reason": "deleted by user"})
+    recorded = (8, "MeasurementRecorded", {"attempt": 1, "next": {"kind": "verify", "name": "web-3-measure-2"}})
+    assert verdict(CLAIMED, STARTED, stop, recorded)[0]
 
 
 def test_the_lease_that_counts_is_the_claimant_a_takeover_handed_the_claim_to() -> None:

@@ -165,7 +165,8 @@ def test_logs_json_of_a_deployment_not_started_has_no_deployers(rollouts: Rollou
 def test_every_read_command_takes_json(rollouts: Rollouts) -> None:
     """What the README promises: a command that reads offers -o json (writes and runs need not)."""
     writes = {
-        ("config", "create"), ("config", "set"), ("home", "rebind"), ("log", "export"), ("log", "import"),
+        ("config", "create"), ("config", "set"), ("config", "approve"), ("home", "rebind"), ("log", "export"),
+        ("log", "import"),
         ("projections", "rebuild"), ("controller", "run"), ("deployers", "delete"), ("demo",),
         ("freeze",), ("unfreeze",), ("notify", "add"), ("notify", "remove"),
         ("serve",),  # serve: a server, its API is the -o json

@@ -96,3 +96,27 @@ def test_the_audit_names_the_gate_rules_in_its_table_output(rollouts: Any) -> No
     result = rollouts.sh("audit")
     assert result.exit_code == 1
     assert "VIOLATION G1 at position" in result.stdout and "(web v1)" in result.stdout
+
+
+@pytest.mark.parametrize("approved", [False, True], ids=["lowered alone", "lowered with bob's approval"])
+def test_a_claim_under_a_guard_lowered_without_a_second_person_is_g2(rollouts: Any, approved: bool) -> None:
+    """7.11: alice drops --require-approval; a spec written so without `config approve` (an older tool, a
+    forger) leaves every deployment opened under it reported when claimed."""
+    app = open_app(Home(rollouts.home), None)
+    config = DeploymentConfig(name="web", spec=Spec(command=["true"], require_approval=True).to_data(), meta=ALICE)
+    lowered = Spec(command=["true"]).to_data()
+    if approved:
+        assert config.change_spec(lowered, ALICE) and config.spec != lowered  # pending, not applied
+        config.approve_guard(BOB)
+    else:
+        config._spec_changed(spec=lowered, meta=ALICE)  # the domain asks for an approval: a forger writes it
+    assert config.spec == lowered
+    first: Deployment = rollout.trigger(config, [], cause="manual", message=None, supersede=True, meta=ALICE)[-1]
+    rollout.claim(config, first, "c", ALICE)
+    app.save(config, first)
+    app.close()
+    code, found = violations(rollouts)
+    if approved:
+        assert (code, found) == (0, [])
+    else:
+        assert code == 1 and [r for r, _ in found] == ["G2"] and "approval guard lowered at position" in found[0][1]

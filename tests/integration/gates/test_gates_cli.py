@@ -133,9 +133,37 @@ def test_freezes_and_approvals_are_events_with_who_why_and_until(approving: Roll
     ]
 
 
-def test_require_approval_is_switched_off_by_config_set(approving: Rollouts) -> None:
+def test_require_approval_is_switched_off_by_config_set_and_another_actors_config_approve(
+    approving: Rollouts,
+) -> None:
     result = approving.run("config", "set", "web", "--no-require-approval")
-    assert result.exit_code == 0 and result.stdout == "config web updated\n"
+    assert result.exit_code == 0 and result.stdout.startswith("config web updated\nlowering the approval guard")
+    assert as_(approving, "bob", "config", "approve", "web").stdout == "config web: approval not required\n"
     assert json.loads(approving.run("config", "show", "web", "-o", "json").stdout)["spec"]["require_approval"] is False
     # the version already triggered keeps what it was triggered with
     assert "waiting for approval" in approving.run("rollout", "status", "web").stdout
+
+
+def test_one_person_cannot_lower_four_eyes(rollouts_on: Rollouts) -> None:
+    """7.11: the requester drops --require-approval and rolls out at once: the old policy holds (the new
+    version waits for an approval) until another identity runs `config approve`, and `audit` stays ok."""
+    r = rollouts_on
+    assert r.run("config", "create", "web", "--require-approval", "--", "true").exit_code == 0
+    lowered = as_(r, "alice", "config", "set", "web", "--no-require-approval", "--env", "A=1")
+    assert lowered.exit_code == 0 and "pending" in lowered.stdout, lowered
+    shown = json.loads(r.run("config", "show", "web", "-o", "json").stdout)
+    assert shown["spec"]["require_approval"] is True and shown["spec"]["env"] == {"A": "1"}
+    assert shown["pending_guard"]["actor"] == "alice" and shown["pending_guard"]["require_approval"] is False
+    assert "Pending:" in r.run("config", "show", "web").stdout
+    assert as_(r, "alice", "rollout", "latest", "web", "--supersede").exit_code == 0
+    assert "waiting for approval" in r.run("rollout", "status", "web").stdout
+    assert r.run("controller", "run", "--until-idle", "--timeout", "30").exit_code == 0
+    assert "waiting for approval" in r.run("rollout", "status", "web").stdout  # never claimed
+    before = r.event_count()
+    assert_refused(as_(r, "alice", "config", "approve", "web"), REFUSED, "another actor must approve it")
+    assert r.event_count() == before
+    assert as_(r, "bob", "config", "approve", "web").exit_code == 0
+    shown = json.loads(r.run("config", "show", "web", "-o", "json").stdout)
+    assert shown["spec"]["require_approval"] is False and shown["pending_guard"] is None
+    assert_refused(as_(r, "bob", "config", "approve", "web"), REFUSED, "no lowering")
+    assert r.run("audit").exit_code == 0

@@ -138,3 +138,45 @@ def test_the_server_refuses_an_event_that_names_another_role_and_any_rewrite(
         with conn.transaction(force_rollback=True):  # its own name it may write (rolled back: not a real event)
             conn.execute(insert, (uuid.uuid4(), json.dumps({"meta": {"db_user": alice}}).encode()))
     assert len(events(rollouts, "--store", postgres_url)) == 1
+
+
+def _unshared(rollouts: Rollouts, *args: str) -> Result:
+    """`rollouts ARGS` as a subprocess in a user namespace of its own (`unshare -r -u`: uid 0 there, and a
+    host name of its own), which any unprivileged account may make."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import Result
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-r", "-u", "true"]).returncode != 0:
+        pytest.skip("no unshare -r -u here (user namespaces disabled)")
+    script = 'hostname elsewhere && exec "$@"'
+    argv = ["unshare", "-r", "-u", "sh", "-c", script, "sh", sys.executable, "-m", "rollouts", *args]
+    done = subprocess.run(argv, cwd=rollouts.cwd, env=rollouts.env, capture_output=True, text=True, timeout=60)
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.slow  # processes in user namespaces of their own
+def test_os_mode_refuses_approvals_and_requests_from_inside_a_user_namespace(rollouts: Rollouts) -> None:
+    made = rollouts.run("config", "create", "web", "--require-approval", "--approval-identity", "os", "--", "true")
+    assert made.exit_code == 0, made
+    assert rollouts.run("--as", "alice", "rollout", "latest", "web").exit_code == 0
+    before = rollouts.event_count()
+    assert_refused(_unshared(rollouts, "--as", "bob", "rollout", "approve", "web"), "records no OS user")
+    assert_refused(_unshared(rollouts, "--as", "carol", "rollout", "latest", "web", "--supersede"), "user namespace")
+    assert rollouts.event_count() == before
+    assert "waiting for approval" in rollouts.run("rollout", "status", "web").stdout
+    assert rollouts.run("audit").exit_code == 0
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t "])
+def test_an_empty_or_blank_as_is_refused_and_creates_nothing(rollouts: Rollouts, blank: str) -> None:
+    refused = rollouts.run("--as", blank, "config", "create", "web", "--", "true")
+    assert refused.exit_code == 2 and refused.stderr.startswith("error:") and len(refused.stderr.splitlines()) == 1
+    assert "white space" in refused.stderr and not rollouts.home.exists()
+
+
+def test_a_blank_rollouts_actor_is_refused_naming_the_variable(rollouts: Rollouts) -> None:
+    from_env = rollouts.sh("config", "create", "web", "--", "true", env={"ROLLOUTS_ACTOR": " \t"})
+    assert from_env.exit_code == 2 and "ROLLOUTS_ACTOR" in from_env.stderr and not rollouts.home.exists()
