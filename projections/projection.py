@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .records import Record
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 # Rows a fold keeps between batches; past this many it forgets them (they are written).
 CACHE_ROWS = 250_000
+Progress = Callable[[int, int], None]  # told (position reached, head) as a long fold goes
 
 
 class Sink(Protocol):
