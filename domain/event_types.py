@@ -32,7 +32,7 @@ def _ours() -> list[type]:
 
 
 def _subclasses(cls: type) -> list[type]:
-    found = []
+    found: list[type] = []
     for sub in cls.__subclasses__():
         found += [sub, *_subclasses(sub)]
     return found
