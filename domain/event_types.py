@@ -32,7 +32,8 @@ def _ours() -> list[type]:
 
 
 def _subclasses(cls: type) -> list[type]:
-    found: list[type] = []
-    for sub in cls.__subclasses__():
+    found = []
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
         found += [sub, *_subclasses(sub)]
     return found

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..domain.errors import NotFound
 from ..domain.spec_defaults import STEP_DEFAULTS
 from . import freezes
-from .history import DURATION_BUCKETS, EXACT
+from .history_tables import DURATION_BUCKETS, EXACT
 
 if TYPE_CHECKING:
     import sqlite_utils
