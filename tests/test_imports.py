@@ -7,11 +7,14 @@ mostly: a heavy optional library or the app loads only for the command that need
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("domain", "projections", "adapters", "service")
 MAX_LOCAL = 15
+FACES = ("adapters/cli",)  # they print what the views and the store answer; SQL lives below them
+SQL = re.compile(r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\b.*\bSET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX))\b", re.S)
 # Circles known and owned elsewhere, each with why it still stands: remove the entry when it is broken.
 KNOWN_CYCLES = {
     ("rollouts.service.application", "rollouts.service.commands"): "issue 47: commands names RolloutsApp in a "
@@ -158,3 +161,34 @@ def test_few_function_local_imports_of_our_modules_each_saying_why() -> None:
     assert len(local) <= MAX_LOCAL, f"{len(local)} function-local imports of rollouts modules:\n{listed}"
     unexplained = [f"{path}:{line}" for path, line, text in local if "#" not in text]
     assert unexplained == [], f"a function-local import says why on its line: {unexplained}"
+
+
+def _sql_in(source: str) -> list[int]:
+    """The lines of the string constants in `source` that read as SQL statements."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value)
+    ]
+
+
+def test_the_command_line_holds_no_sql() -> None:
+    """A command that holds SQL against a view couples printing to storage (STYLE): its queries live in a
+    projections query module, the runtime's table, or behind the store's port."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for face in FACES
+        for path in sorted((ROOT / face).rglob("*.py"))
+        for line in _sql_in(path.read_text())
+    ]
+    assert found == []
+
+
+def test_the_sql_finder_sees_statements_and_not_prose() -> None:
+    source = """
+a = "SELECT name FROM configs WHERE x = ?"
+b = f"UPDATE t SET n = {1}"
+c = "select the config FROM the list"
+d = "Deployments to delete from the list, insert into a set"
+"""
+    assert _sql_in(source) == [2, 3]  # (an f-string's text parts too)
