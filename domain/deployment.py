@@ -30,7 +30,7 @@ class Deployment(DeploymentState, Aggregate):
     """
 
     class Event(Aggregate.Event):
-        def apply(self, aggregate: Any) -> None:
+        def apply(self, aggregate: Any) -> None:  # why: the library's signature, for an aggregate of any class
             aggregate.phase = phases.phase_after(aggregate.phase, type(self).__name__, self.__dict__)
 
     @staticmethod

@@ -31,7 +31,9 @@ class GateAuditor:
         self.approved: dict[tuple[str, int], str | None] = {}
         self.violations: list[Violation] = []
 
-    def feed(self, position: int, type_: str, config: str | None, revision: int | None, at: str, data: Any) -> None:
+    def feed(
+        self, position: int, type_: str, config: str | None, revision: int | None, at: str, data: dict[str, Any]
+    ) -> None:
         if type_ == "Frozen":
             self.freezes[config] = {"until": data.get("until"), "reason": data.get("reason")}
             return
@@ -54,7 +56,7 @@ class GateAuditor:
         elif type_ == "Approved":
             self._approved(position, key, data.get("meta") or {}, data.get("attempt"))
 
-    def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: Any) -> None:
+    def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: int | None) -> None:
         """The approval is held to the rule of its attempt's mode, from what the log records of both."""
         approver, asked = approval.Who.of(meta), self.asked_by.get(key, approval.Who())
         self.approved[key] = approver.actor

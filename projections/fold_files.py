@@ -9,15 +9,15 @@ at are read but not decoded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import files
 from .files import Tracked
 from .log_file import LogFile
 from .projection import Fold, Progress, Projection
-from .records import decode, decode_stamped, record, record_stamped, topic_parts
+from .records import Record, decode, decode_stamped, record, record_stamped, topic_parts
 from .source import EventSource, Log, PostgresLog
 from .writer import Writer
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .pg_log import PostgresLogFile
 
 FLUSH = 100_000  # positions between two writes of the rows the folds changed
+Decoder = Callable[..., Record]  # a notification, or a row of the log read directly (log_file.Make), to a Record
 
 
 def remove_files(path: Path) -> None:
@@ -114,18 +115,23 @@ def open_log(log: Log) -> LogFile | PostgresLogFile | None:
     return LogFile(log)
 
 
-class Wanted(dict[str, Any]):
+class Wanted(dict[str, Decoder | None]):
     """How the events of a topic are decoded for the folds: not at all (None) when none looks at
     them, without their data (`stamped`) when none reads it, else in `full`."""
 
-    def __init__(self, folds: Sequence[Fold], full: Any = decode, stamped: Any = decode_stamped) -> None:
+    def __init__(
+        self,
+        folds: Sequence[Fold],
+        full: Decoder = decode,
+        stamped: Decoder = decode_stamped,
+    ) -> None:
         super().__init__()
         self.folds = folds
         self.full = full
         self.stamped = stamped
         self.skipped: list[str] = []  # the topics seen that no fold wants
 
-    def __missing__(self, topic: str) -> Any:
+    def __missing__(self, topic: str) -> Decoder | None:
         if not isinstance(topic, str):  # a row edited to hold a NULL or a number: decoded, so that it is refused
             return self.full
         kind, type_ = topic_parts(topic)
@@ -159,7 +165,7 @@ def fold_all(
             records = source.records(at, upto, wanted, wanted.skipped) if reading else []  # type: ignore[union-attr]
             at = upto
         else:
-            notifications = source.read(at, batch)  # type: ignore[union-attr]
+            notifications = source.read(at, batch)
             if not notifications:
                 break
             records = [how(n) for n in notifications if (how := wanted[n.topic])]

@@ -134,11 +134,11 @@ def verification_counts(
     a measurement or a rollback (7.6); only of `configs` when given. (A measurement is counted in its
     attempt's row: a retry starts its count again.)"""
     if configs is None:
-        return [tuple(r) for r in db.execute(_STEP_COUNTS.format("")).fetchall()]  # type: ignore[misc]
+        return [tuple(r) for r in db.execute(_STEP_COUNTS.format("")).fetchall()]
     if not configs:
         return []
     rows = db.execute(_STEP_COUNTS.format(_OF_CONFIGS), [json.dumps(list(configs))]).fetchall()
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 def duration_buckets(db: sqlite_utils.Database) -> tuple[list[tuple[float, int]], int, float]:

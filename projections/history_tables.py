@@ -112,7 +112,7 @@ def spec_text(spec: dict[str, Any], document: str) -> str:
     return text.decode()
 
 
-def _non_finite(value: Any) -> bool:
+def _non_finite(value: object) -> bool:
     """Whether `value` is or holds a float that is NaN or infinite."""
     if isinstance(value, float):
         return not math.isfinite(value)

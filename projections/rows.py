@@ -27,7 +27,7 @@ class Table:
         self.upsert = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         self.values = itemgetter(*columns)
 
-    def get(self, key: Any) -> Row | None:
+    def get(self, key: object) -> Row | None:
         rows = self.rows
         if key in rows:
             return rows[key]
