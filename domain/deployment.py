@@ -11,11 +11,10 @@ from eventsourcing.domain import Aggregate, event
 from . import approval, ids, phases
 from .deployment_state import DeploymentState
 from .errors import DomainError, IllegalTransition
+from .meta import Meta
 from .reasons import ABORTED, CANCELLED
 from .step import DEPLOYER, VERIFY, Step, data_of
 from .topics import keep_stored_topics
-
-Meta = dict[str, Any]
 
 
 class Deployment(DeploymentState, Aggregate):
