@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from ..domain.ids import dashed
 from .records import Record, UndecodableEvent
 from .source import SQLiteLog
 
@@ -14,12 +15,6 @@ MEMO_IDS = 5_000  # stream ids dashed and kept: a batch's events share them
 
 # How a stored row becomes a record (records.record or record_stamped); None: no fold wants it
 Make = Callable[[int, str, int, str, bytes], Record]
-
-
-def dashed(hex_id: str) -> str:
-    """The library stores UUIDs as 32 hex digits; projections use the usual dashed form."""
-    h = hex_id.replace("-", "")
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class Row(NamedTuple):

@@ -151,9 +151,3 @@ def first(row: Any) -> Any:
     if row is None:
         return None
     return next(iter(row.values())) if isinstance(row, dict) else row[0]
-
-
-def dashed(hex_id: str) -> str:
-    """The library stores UUIDs as 32 hex digits; projections use the usual dashed form."""
-    h = hex_id.replace("-", "")
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -8,10 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ....domain.ids import dashed
 from ....projections.records import UndecodableEvent
 from ....projections.source import SQLiteLog
 from ...home import Home, private_file
-from ..port import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable, dashed
+from ..port import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable
 from ..url import SQLiteInHome
 
 if TYPE_CHECKING:
