@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import streams
-from .audit_sql import SQLAuditFold
+from .audit_sql import AuditRow, SQLAuditFold
 from .projection import Fold, Projection, Sink
 from .records import Record
 from .source import EventSource, Log, PostgresLog
@@ -30,7 +30,6 @@ INDEXES = {
     )
 }
 INSERT = "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-Row = tuple[Any, ...]
 
 
 class AuditView(Projection):
@@ -88,7 +87,7 @@ class AuditFold(Fold):
         """Nothing waits: each batch's rows are new, and were sent by `apply`."""
 
 
-def row(r: Record, config: str | None, revision: int | None) -> Row:
+def row(r: Record, config: str | None, revision: int | None) -> AuditRow:
     """The audit row of `r`, an event of a stream of `config` at `revision`.
 
     Its data is the stored document, copied as it is: a rebuild copies it in SQL, and readers

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
+from uuid import UUID
 
 from ..domain.ids import dashed
 from .records import Record, UndecodableEvent
@@ -18,10 +19,11 @@ Make = Callable[[int, str, int, str, bytes], Record]
 
 
 class Row(NamedTuple):
-    """A stored event as a notification (the stream dashed)."""
+    """A stored event with its position, as projections decode it (records.Notification): the one type
+    for the log's rows read directly, by a rebuild here or by the store's backends and recorders."""
 
     id: int
-    originator_id: str
+    originator_id: str | UUID  # the stream: dashed text read from a log's rows, a UUID from the library's
     originator_version: int
     topic: str
     state: bytes
