@@ -9,7 +9,7 @@ from . import streams
 from .audit_sql import AuditRow, SQLAuditFold
 from .projection import Fold, Projection, Sink
 from .records import Record
-from .source import EventSource, Log, PostgresLog
+from .source import DirectLog, EventSource, PostgresLog
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -52,7 +52,9 @@ class AuditView(Projection):
     def fold(self, conn: Sink) -> AuditFold:
         return AuditFold(conn)
 
-    def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
+    def fold_from_zero(
+        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: DirectLog
+    ) -> Fold:
         """From a log a rebuild reads itself, SQLite makes the rows (see audit_sql, audit_staged)."""
         if log is None:
             return self.fold(conn)

@@ -18,7 +18,7 @@ from .files import Tracked
 from .log_file import LogFile
 from .projection import Fold, Progress, Projection
 from .records import Record, decode, decode_stamped, record, record_stamped, topic_parts
-from .source import EventSource, Log, PostgresLog
+from .source import DirectLog, EventSource, PostgresLog
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def fold_into_files(
     log_id: str,
     batch: int,
     progress: Progress | None,
-    log: Log,
+    log: DirectLog,
     indexes: bool = True,
 ) -> int:
     dbs: dict[str, sqlite_utils.Database] = {}
@@ -102,7 +102,7 @@ def defer_indexes(db: sqlite_utils.Database) -> list[str]:
     return [sql for _, sql in found]
 
 
-def open_log(log: Log) -> LogFile | PostgresLogFile | None:
+def open_log(log: DirectLog) -> LogFile | PostgresLogFile | None:
     """A reader of the log by position range, with a connection of its own (None: read the source)."""
     if log is None:
         return None

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .records import Record
-from .source import EventSource, Log
+from .source import DirectLog, EventSource
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -84,7 +84,9 @@ class Projection(ABC):
     def fold(self, conn: Sink) -> Fold:
         """A fold into the file behind `conn`, for the batches of one transaction (or of one private file)."""
 
-    def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
+    def fold_from_zero(
+        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: DirectLog
+    ) -> Fold:
         """A fold of all of `source` (to `head` and a little past) into `db`, new and private, written
         through `conn`; `log` is where the rebuild may read the log itself (an SQLite file, a PostgreSQL table)."""
         fold = self.fold(conn)

@@ -15,7 +15,7 @@ from ...domain.errors import StoreProblem
 from ...projections.log_file import Row  # a notification as projections need it (one type for both)
 
 if TYPE_CHECKING:
-    from ...projections.source import Log
+    from ...projections.source import DirectLog
     from .url import StoreURL
 
 T = TypeVar("T")
@@ -122,7 +122,7 @@ class Backend(Protocol):
         """Up to `limit` events after position `after`, as Rows (`ids` memoises the dashed ids)."""
         ...
 
-    def rebuild_log(self, recorder: Any) -> Log:
+    def rebuild_log(self, recorder: Any) -> DirectLog:
         """Where a rebuild may read the log with connections of its own (None: through the recorder)."""
         ...
 
