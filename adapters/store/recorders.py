@@ -485,7 +485,7 @@ class Part:
     start: str
 
 
-def verify_part(part: Part, keep: int | None) -> chain.Verdict:
+def verify_part(part: Part, keep: int | None) -> chain.ChainVerdict:
     """In a worker process: the chain over one part of the log."""
     walk = sqlite_walk(part.db, part.table, part.lo, part.hi)
     return chain.verify(walk, keep, part.start)
