@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from . import streams
 from .audit_sql import AuditRow, SQLAuditFold
-from .projection import Fold, Projection, Sink
+from .projection import Fold, Projection, StatementSink
 from .records import Record
 from .source import DirectLog, EventSource, PostgresLog
 
@@ -49,11 +49,11 @@ class AuditView(Projection):
         for statement in INDEXES.values():
             db.execute(statement)
 
-    def fold(self, conn: Sink) -> AuditFold:
+    def fold(self, conn: StatementSink) -> AuditFold:
         return AuditFold(conn)
 
     def fold_from_zero(
-        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: DirectLog
+        self, db: sqlite_utils.Database, conn: StatementSink, source: EventSource, head: int, log: DirectLog
     ) -> Fold:
         """From a log a rebuild reads itself, SQLite makes the rows (see audit_sql, audit_staged)."""
         if log is None:
@@ -68,7 +68,7 @@ class AuditView(Projection):
 
 
 class AuditFold(Fold):
-    def __init__(self, conn: Sink) -> None:
+    def __init__(self, conn: StatementSink) -> None:
         self.conn = conn
         self.where = streams.Streams(conn)
 

@@ -24,7 +24,7 @@ from .history_tables import (
     exact,
     spec_text,
 )
-from .projection import Fold, Projection, Sink
+from .projection import Fold, Projection, StatementSink
 from .records import Record
 from .rows import Table
 
@@ -89,12 +89,12 @@ class History(Projection):
             db.execute(statement)
         freezes.create(db)
 
-    def fold(self, conn: Sink) -> HistoryFold:
+    def fold(self, conn: StatementSink) -> HistoryFold:
         return HistoryFold(conn)
 
 
 class HistoryFold(Fold):
-    def __init__(self, conn: Sink) -> None:
+    def __init__(self, conn: StatementSink) -> None:
         self.configs, self.deployments, self.steps, self.endings = (
             Table(conn, t, COLUMNS[t], KEYS[t]) for t in COLUMNS
         )

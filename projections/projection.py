@@ -18,7 +18,7 @@ CACHE_ROWS = 250_000
 Progress = Callable[[int, int], None]  # told (position reached, head) as a long fold goes
 
 
-class Sink(Protocol):
+class StatementSink(Protocol):
     """Where a fold sends its statements: an sqlite3 connection, or a writer that runs its writes later, in order.
 
     Reads (`execute`) see every write sent before them."""
@@ -81,11 +81,11 @@ class Projection(ABC):
         """Create the tables and indexes (called inside the first transaction)."""
 
     @abstractmethod
-    def fold(self, conn: Sink) -> Fold:
+    def fold(self, conn: StatementSink) -> Fold:
         """A fold into the file behind `conn`, for the batches of one transaction (or of one private file)."""
 
     def fold_from_zero(
-        self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: DirectLog
+        self, db: sqlite_utils.Database, conn: StatementSink, source: EventSource, head: int, log: DirectLog
     ) -> Fold:
         """A fold of all of `source` (to `head` and a little past) into `db`, new and private, written
         through `conn`; `log` is where the rebuild may read the log itself (an SQLite file, a PostgreSQL table)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from .projection import CACHE_ROWS, Sink
+from .projection import CACHE_ROWS, StatementSink
 
 ViewRow = dict[str, Any]
 
@@ -15,7 +15,7 @@ class Table:
 
     At most about CACHE_ROWS rows are kept: those asked for or put since the last full flush, and the older."""
 
-    def __init__(self, conn: Sink, table: str, columns: tuple[str, ...], key: str) -> None:
+    def __init__(self, conn: StatementSink, table: str, columns: tuple[str, ...], key: str) -> None:
         self.conn = conn
         self.columns = columns
         self.key = key
