@@ -25,7 +25,7 @@ from .source import EventSource, PostgresLog, SQLiteLog
 BROKE_A_FILE = 3  # the worker's exit code when health.broke_a_file(its error)
 
 
-class Worker:
+class BuildWorker:
     """A running worker process."""
 
     def __init__(self, names: str, proc: subprocess.Popen[bytes]) -> None:
@@ -50,7 +50,7 @@ class Worker:
 
 def start(
     paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_id: str, batch: int, indexes: bool = True
-) -> Worker:
+) -> BuildWorker:
     """A worker folding the projections named in `paths` into new files there (without the indexes that
     enforce nothing unless `indexes`: see build.build)."""
     where = {"postgres": list(log)} if isinstance(log, PostgresLog) else {"sqlite": [str(log.path), log.table]}
@@ -71,7 +71,7 @@ def start(
     with proc.stdin:
         proc.stdin.write(json.dumps(task).encode())
     proc.stdin = None  # sent and closed: communicate() has nothing more to send
-    return Worker(", ".join(paths), proc)
+    return BuildWorker(", ".join(paths), proc)
 
 
 def main(task_text: str) -> int:

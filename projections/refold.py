@@ -53,7 +53,7 @@ class Refold:
         self.log_id = log_id
         self._folder = tempfile.TemporaryDirectory(prefix="rollouts-audit-")
         self._dbs: dict[str, sqlite_utils.Database] = {}
-        self._worker: build_worker.Worker | None = None
+        self._worker: build_worker.BuildWorker | None = None
         try:
             self.position = self._start(head)
         except BaseException:
