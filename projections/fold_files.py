@@ -115,7 +115,7 @@ def open_log(log: DirectLog) -> LogFile | PostgresLogFile | None:
     return LogFile(log)
 
 
-class Wanted(dict[str, Decoder | None]):
+class TopicDecoders(dict[str, Decoder | None]):
     """How the events of a topic are decoded for the folds: not at all (None) when none looks at
     them, without their data (`stamped`) when none reads it, else in `full`."""
 
@@ -154,7 +154,7 @@ def fold_all(
     from an EventSource; exactly to it from a reader of the log itself)."""
     at = flushed = 0
     direct = hasattr(source, "records")  # a LogFile or a PostgresLogFile, not an EventSource
-    wanted = Wanted(folds, record, record_stamped) if direct else Wanted(folds)
+    wanted = TopicDecoders(folds, record, record_stamped) if direct else TopicDecoders(folds)
     # Folds that read the log themselves want no record: past the first batch (whose topics SQLAuditFold
     # lists for SQLite to look up), only the positions are offered to them.
     unread = direct and all(fold.reads_itself for fold in folds)
