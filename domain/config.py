@@ -11,9 +11,8 @@ from eventsourcing.domain import Aggregate, event
 from . import approval, ids
 from . import freeze as freezes
 from .errors import DomainError
+from .meta import Meta
 from .topics import keep_stored_topics
-
-Meta = dict[str, Any]
 
 
 class DeploymentConfig(Aggregate):

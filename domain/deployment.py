@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
 from . import approval, ids, phases
+from .deployment_state import DeploymentState
 from .errors import DomainError, IllegalTransition
-from .names import HOOK_TRIES
-from .reasons import ABORTED, AUTO_ROLLBACK, CANCELLED
-from .sequence import OUTCOMES, Sequence, outcome_of
-from .step import DEPLOYER, PAUSE, VERIFY, Step, data_of
+from .meta import Meta
+from .reasons import ABORTED, CANCELLED
+from .step import DEPLOYER, VERIFY, Step, data_of
 from .topics import keep_stored_topics
 
-if TYPE_CHECKING:
-    from .spec import Spec
 
-Meta = dict[str, Any]
-VERIFICATION_FAILED = "verification failed"
-
-
-class Deployment(Aggregate):
+class Deployment(DeploymentState, Aggregate):
     """A numbered revision of a config, rolled out by one deployer per attempt.
 
     The attribute is called `revision`: `version` belongs to the library's
@@ -34,21 +28,8 @@ class Deployment(Aggregate):
     exactly as the projections and the audit fold the log.
     """
 
-    needs_approval = False  # class defaults: deployments recorded before approvals existed need none
-    requested_by: str | None = None
-    requester = approval.Who()  # who asked for this attempt, all the log says of them
-    approval_identity = approval.DEFAULT
-    approved_by: str | None = None
-    measured = 0  # the attempt's measurements so far (their names count from 1 across its steps)
-    full = False  # promoted with --full: straight to the last step, no more verification or pause
-    abort_reason: str | None = None
-    # Whether a step that runs the deployer was ever claimed, in any attempt: from its claim on, the deployer
-    # may exist (created on a host that could not report it yet), so a rollback must run (7.11).
-    deployer_claimed = False
-    stopping: str | None = None  # the step whose stop was decided (StopRequested), until it ends
-
     class Event(Aggregate.Event):
-        def apply(self, aggregate: Any) -> None:
+        def apply(self, aggregate: Any) -> None:  # why: the library's signature, for an aggregate of any class
             aggregate.phase = phases.phase_after(aggregate.phase, type(self).__name__, self.__dict__)
 
     @staticmethod
@@ -84,70 +65,7 @@ class Deployment(Aggregate):
         self.approved_by: str | None = None
         self._new_attempt()
 
-    def _new_attempt(self) -> None:
-        self.measured = 0
-        self.tallies: dict[int, dict[str, int]] = {}  # rollout step -> its verification's outcomes
-        self.full = False
-        self.abort_reason = None
-
-    # -- reading -------------------------------------------------------------
-
-    @property
-    def is_open(self) -> bool:
-        return self.phase in phases.OPEN
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.phase in phases.TERMINAL
-
-    def typed_spec(self) -> Spec:
-        from .spec import Spec  # pydantic only where a typed spec is needed
-
-        return Spec.model_validate(self.spec)
-
-    @property
-    def sequence(self) -> Sequence:
-        """What this attempt runs, in order (domain/sequence.py)."""
-        return Sequence(self.config, self.revision, self.attempt, self.spec)
-
-    @property
-    def is_auto_rollback(self) -> bool:
-        return self.cause.startswith(AUTO_ROLLBACK)
-
-    @property
-    def paused(self) -> Step | None:
-        """The pause the attempt waits in, if it does."""
-        return self.step if self.is_open and self.step is not None and self.step.kind == PAUSE else None
-
-    def tally(self) -> dict[str, int]:
-        """The attempt's measurements by outcome."""
-        return {o: sum(t.get(o, 0) for t in self.tallies.values()) for o in OUTCOMES}
-
-    def step_for(self, kind: str, try_: int = 1) -> Step | None:
-        """The step of this attempt that runs `kind` (pre, deployer, post); None for a hook the spec lacks."""
-        if kind == DEPLOYER:
-            return self.sequence.deployer(1)
-        return self.sequence.hook(kind, try_)
-
-    def deployer_step(self, try_: int = 1) -> Step:
-        return self.sequence.deployer(1)
-
-    def first_step(self) -> Step:
-        return self.sequence.first()
-
-    def is_current(self, name: str) -> bool:
-        """Whether a report about `name` concerns what runs now (else it is stale)."""
-        return self._current(name) is not None
-
-    def _current(self, name: str) -> Step | None:
-        """The step that runs now, if it is `name`'s."""
-        return self.step if self.is_open and self.step is not None and self.step.name == name else None
-
     # -- commands ------------------------------------------------------------
-
-    @property
-    def awaits_approval(self) -> bool:
-        return self.needs_approval and self.approved_by is None
 
     def claim(self, claimant: str, meta: Meta) -> None:
         phases.check(self.phase, "DeployerClaimed")
@@ -203,16 +121,7 @@ class Deployment(Aggregate):
         elif exit_code == 0:
             self._hook_succeeded(**self._hook_args(step), next=data_of(self.sequence.after_hook(kind)), meta=meta)
         else:
-            outcome = self._hook_outcome(step)
-            onward = {"retry": self.step_for(kind, step.try_ + 1), "ignore": self.sequence.after_hook(kind)}
-            self._hook_failed(
-                **self._hook_args(step),
-                exit_code=exit_code,
-                outcome=outcome,
-                next=data_of(onward.get(outcome)),
-                reason=f"{kind} hook {name} failed: {reason or f'exit code {exit_code}'}",
-                meta=meta,
-            )
+            self._hook_failed(**self._hook_failure(step, exit_code, reason), meta=meta)
         return True
 
     def report_lost(self, name: str, reason: str, meta: Meta) -> bool:
@@ -294,27 +203,14 @@ class Deployment(Aggregate):
         pause = self.paused
         if pause is None:
             raise DomainError(f"revision {self.revision} of {self.config} is not paused: nothing to promote")
-        if full:
-            last = self.sequence.count
-            nxt = self.sequence.deployer(last) if pause.index < last else self.sequence.after_verified(last, True)
-        else:
-            nxt = self.sequence.after_pause(pause.index, pause.why or "")
+        nxt = self._after_promotion(pause, full)
         self._promoted(attempt=self.attempt, name=pause.name, step=pause.index, full=full, next=data_of(nxt), meta=meta)
         self._announce_pause(meta)
-
-    @property
-    def nothing_runs(self) -> bool:
-        """Whether the attempt has no process now: in a pause, or between measurements."""
-        step = self.step if self.phase in phases.ACTIVE and not self.cancel_requested else None
-        return step is not None and (step.kind == PAUSE or (step.kind == VERIFY and not step.created))
 
     def take_over(self, claimant: str, meta: Meta) -> None:
         """Another controller goes on with a claim whose claimant's lease ended while nothing ran (7.6):
         a pause, or a wait between measurements, is not ended as Lost."""
-        if not self.nothing_runs:
-            raise DomainError(f"revision {self.revision} of {self.config} runs a process: its claim is not taken over")
-        if claimant == self.claimant:
-            raise DomainError(f"revision {self.revision} of {self.config} is claimed by {claimant} already")
+        self._check_take_over(claimant)
         self._claim_taken(attempt=self.attempt, claimant=claimant, previous=self.claimant, meta=meta)
 
     def request_abort(self, reason: str | None, meta: Meta) -> None:
@@ -327,49 +223,14 @@ class Deployment(Aggregate):
 
     def approve(self, meta: Meta) -> None:
         """Four eyes: the attempt may be claimed once someone other than who asked for it approves."""
-        if not self.needs_approval:
-            raise DomainError(f"revision {self.revision} of {self.config} needs no approval")
-        if self.phase != phases.NEW or self.approved_by is not None:
-            raise DomainError(f"revision {self.revision} of {self.config} is not waiting for an approval")
-        what = f"revision {self.revision} attempt {self.attempt}"
-        refused = approval.refusal(self.approval_identity, self.requester, approval.Who.of(meta), what)
-        if refused is not None:
-            raise DomainError(refused)
+        self._check_approval(meta)
         self._approved(attempt=self.attempt, meta=meta)
 
     # -- helpers -------------------------------------------------------------
 
-    def _hook_args(self, step: Step) -> dict[str, Any]:
-        return {"attempt": self.attempt, "hook": step.kind, "hook_try": step.try_, "name": step.name}
-
-    def _hook_outcome(self, step: Step) -> str:
-        policy = self.spec[f"{step.kind}_hook"].get("policy", "abort")
-        if policy == "retry" and step.try_ < HOOK_TRIES:
-            return "retry"
-        return "ignore" if policy == "ignore" else "abort"
-
-    def _measurement_args(self, step: Step) -> dict[str, Any]:
-        return {"attempt": self.attempt, "name": step.name, "number": step.try_, "step": step.index}
-
     def _measured(self, step: Step, exit_code: int | None, detail: str | None, meta: Meta) -> None:
         """Record a measurement's outcome, and what follows from it (DESIGN 7.6)."""
-        outcome = outcome_of(exit_code)
-        tally = dict(self.tallies.get(step.index, {}))
-        tally[outcome] = tally.get(outcome, 0) + 1
-        nxt, failed = self.sequence.after_measurement(step.index, step.try_, tally)
-        reason = None
-        if failed:
-            why = f"exit code {exit_code}" if detail is None else detail
-            reason = f"{VERIFICATION_FAILED}: measurement {step.name} failed ({why})"
-        self._measurement_recorded(
-            **self._measurement_args(step),
-            outcome=outcome,
-            exit_code=exit_code,
-            detail=detail,
-            next=data_of(nxt),
-            reason=reason,
-            meta=meta,
-        )
+        self._measurement_recorded(**self._measurement_outcome(step, exit_code, detail), meta=meta)
         self._announce_pause(meta)
 
     def _announce_pause(self, meta: Meta) -> None:
@@ -379,25 +240,6 @@ class Deployment(Aggregate):
             self._step_paused(
                 attempt=self.attempt, name=pause.name, step=pause.index, why=pause.why, seconds=pause.delay, meta=meta
             )
-
-    def _advance(self, nxt: dict[str, Any] | None) -> None:
-        """Move past a finished step: to `nxt` (as an event carries it), or to the attempt's end."""
-        self.step = None if nxt is None else Step.from_data(nxt)
-        self.stopping = None
-        if nxt is None:
-            self.reason = None
-        self.deployer_claimed = self.deployer_claimed or (self.step is not None and self.step.kind == DEPLOYER)
-
-    def _end(self, reason: str | None) -> None:
-        self.reason = reason
-        self.step = None
-        self.stopping = None
-
-    def _mark(self, *, started: bool) -> None:
-        """The current step is created (and started): a report of it was recorded."""
-        if self.step is None:
-            raise DomainError(f"revision {self.revision} has no step to report about")
-        self.step = replace(self.step, created=True, started=started or self.step.started)
 
     # -- events (the phase each leads to: Event.apply, from phases.phase_after) -----------
 

@@ -33,6 +33,7 @@ def _ours() -> list[type]:
 
 def _subclasses(cls: type) -> list[type]:
     found = []
-    for sub in cls.__subclasses__():
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
         found += [sub, *_subclasses(sub)]
     return found

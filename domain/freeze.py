@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
 from .errors import DomainError
 from .freeze_rules import ALL_ID, Freeze, check_claimable, check_request, in_force
+from .meta import Meta
 from .topics import keep_stored_topics
 
 __all__ = ["ALL_ID", "Freeze", "FreezeAll", "check_claimable", "check_request", "in_force"]
-
-Meta = dict[str, Any]
 
 
 class FreezeAll(Aggregate):

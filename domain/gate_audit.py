@@ -81,7 +81,7 @@ class GateAuditor:
         elif type_ == "Approved":
             self._approved(position, key, data.get("meta") or {}, data.get("attempt"))
 
-    def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: object) -> None:
+    def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: int | None) -> None:
         """The approval is held to the rule of its attempt's mode, from what the log records of both."""
         approver, asked = approval.Who.of(meta), self.asked_by.get(key, approval.Who())
         self.approved[key] = approver.actor

@@ -50,3 +50,10 @@ def pause_name(config: str, revision: int, attempt: int, step: int, inconclusive
     """The pause after rollout step `step` (--step-pause), or in it when its measurements were inconclusive
     (both may come, one after the other, promoted past): names no process ever takes (a pause runs nothing)."""
     return f"{config}-{revision}-pause-{attempt}-{step}" + ("-inconclusive" if inconclusive else "")
+
+
+def dashed(hex_id: str) -> str:
+    """A UUID's usual text (what str(UUID(...)) gives, without building one) from its 32 hex digits, as the
+    library stores them (dashed already: the same)."""
+    h = hex_id.replace("-", "")
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -6,15 +6,13 @@ a log imported from a sealed one holds the source's seal among its events, and i
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
 from .ids import origin_id, seal_id
+from .meta import Meta
 from .topics import keep_stored_topics
-
-Meta = dict[str, Any]
 
 
 class LogSeal(Aggregate):

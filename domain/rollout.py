@@ -14,9 +14,8 @@ from .config import DeploymentConfig
 from .deployment import Deployment
 from .errors import DomainError
 from .freeze import Freeze
+from .meta import Meta
 from .reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
-
-Meta = dict[str, Any]
 
 
 def settle(config: DeploymentConfig, deployment: Deployment, meta: Meta) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
 from .errors import DomainError, NotFound
+from .meta import Meta
 from .topics import keep_stored_topics
 
-Meta = dict[str, Any]
 INDEX_ID = uuid5(NAMESPACE_URL, "/sinks")
 
 

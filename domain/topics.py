@@ -9,6 +9,7 @@ name and old ones resolve to the same class.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from eventsourcing.domain import Aggregate, CanMutateAggregate
@@ -17,25 +18,30 @@ from eventsourcing.utils import register_topic
 PACKAGE = "rollouts."  # what the module names gained; the stored topics are without it
 
 
-def stored_topic(cls: type) -> str:
-    """The topic the log holds for CLS: its module without the package's name, and its qualname."""
-    return f"{cls.__module__.removeprefix(PACKAGE)}:{cls.__qualname__}"
+def stored_topic(cls: type, renamed: Mapping[str, str] | None = None) -> str:
+    """The topic the log holds for CLS: its module without the package's name, and its qualname, whose
+    outer class keeps the name it had when the log was written (`renamed`: new name -> stored name)."""
+    outer, dot, inner = cls.__qualname__.partition(".")
+    outer = (renamed or {}).get(outer, outer)
+    return f"{cls.__module__.removeprefix(PACKAGE)}:{outer}{dot}{inner}"
 
 
-def keep_stored_topics(module_globals: dict[str, Any]) -> None:
-    """Give each aggregate of a module, and each of its events, its stored topic (its own, not inherited)."""
+def keep_stored_topics(module_globals: dict[str, Any], renamed: Mapping[str, str] | None = None) -> None:
+    """Give each aggregate of a module, and each of its events, its stored topic (its own, not inherited);
+    `renamed` maps a class renamed since logs were written to the name its stored topics keep."""
     name = module_globals["__name__"]
     if not name.startswith(PACKAGE):  # a second copy of the classes would fight over the stored topics
         raise ImportError(f"import {PACKAGE}{name}, not {name}: the folders of rollouts are not packages of their own")
-    for value in list(module_globals.values()):
-        if isinstance(value, type) and issubclass(value, Aggregate) and value.__module__ == name:
-            _keep(value)
+    found = {id(v): v for v in module_globals.values() if isinstance(v, type) and issubclass(v, Aggregate)}
+    for value in found.values():  # (once each: a class may have a second name in the module)
+        if value.__module__ == name:
+            _keep(value, renamed)
 
 
-def _keep(cls: type) -> None:
-    topic = stored_topic(cls)
+def _keep(cls: type, renamed: Mapping[str, str] | None) -> None:
+    topic = stored_topic(cls, renamed)
     type.__setattr__(cls, "TOPIC", topic)
     register_topic(topic, cls)
     for inner in list(vars(cls).values()):
         if isinstance(inner, type) and issubclass(inner, CanMutateAggregate) and inner.__module__ == cls.__module__:
-            _keep(inner)
+            _keep(inner, renamed)

@@ -10,11 +10,10 @@ from ..domain.audit_rules import TYPES, RuleEvent
 from ..domain.errors import NotFound
 from ..domain.freeze_rules import ALL_ID
 from .records import UndecodableEvent, document, fields
+from .rows import ViewRow
 
 if TYPE_CHECKING:
     import sqlite_utils
-
-Row = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ def has_type(db: sqlite_utils.Database, type_: str) -> bool:
     return db.execute("SELECT 1 FROM events WHERE type = ? LIMIT 1", (type_,)).fetchone() is not None
 
 
-def events(db: sqlite_utils.Database, only: EventFilter) -> list[Row]:
+def events(db: sqlite_utils.Database, only: EventFilter) -> list[ViewRow]:
     """The events `only` lets through, in log order, with `data` decoded and who ran the command (`os_user`,
     and on PostgreSQL the database role, `db_user`)."""
     if only.config is not None and only.revision is not None:

@@ -22,8 +22,8 @@ from .writer import Writer
 if TYPE_CHECKING:
     import sqlite_utils
 
-Row = tuple[Any, ...]
-RowOf = Callable[[Record, str | None, int | None], Row]
+AuditRow = tuple[Any, ...]  # a row of the audit view's events table, in its columns' order
+RowOf = Callable[[Record, str | None, int | None], AuditRow]
 CHUNK = 100_000  # positions per statement: a failed build stops after the current one
 
 # The two looked up for every row WITHOUT ROWID: one search of one b-tree each, not of an index and then
@@ -165,7 +165,7 @@ class SQLAuditFold(Fold):
         self.writer.wait()
         self.finished = True
 
-    def _python_row(self, position: int) -> Row:
+    def _python_row(self, position: int) -> AuditRow:
         (r,) = [decode(n) for n in self.source.read(position - 1, 1)]
         where = self.db.execute(streams.SELECT, (r.stream,)).fetchone()
         if where is None and r.type in streams.FIRST:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import streams
-from .audit_sql import SQLAuditFold
-from .projection import Fold, Projection, Sink
+from .audit_sql import AuditRow, SQLAuditFold
+from .projection import Fold, Projection, StatementSink
 from .records import Record
-from .source import EventSource, Log, PostgresLog
+from .source import DirectLog, EventSource, PostgresLog
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -30,7 +30,6 @@ INDEXES = {
     )
 }
 INSERT = "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-Row = tuple[Any, ...]
 
 
 class AuditView(Projection):
@@ -50,10 +49,12 @@ class AuditView(Projection):
         for statement in INDEXES.values():
             db.execute(statement)
 
-    def fold(self, conn: Sink) -> AuditFold:
+    def fold(self, conn: StatementSink) -> AuditFold:
         return AuditFold(conn)
 
-    def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
+    def fold_from_zero(
+        self, db: sqlite_utils.Database, conn: StatementSink, source: EventSource, head: int, log: DirectLog
+    ) -> Fold:
         """From a log a rebuild reads itself, SQLite makes the rows (see audit_sql, audit_staged)."""
         if log is None:
             return self.fold(conn)
@@ -67,7 +68,7 @@ class AuditView(Projection):
 
 
 class AuditFold(Fold):
-    def __init__(self, conn: Sink) -> None:
+    def __init__(self, conn: StatementSink) -> None:
         self.conn = conn
         self.where = streams.Streams(conn)
 
@@ -88,7 +89,7 @@ class AuditFold(Fold):
         """Nothing waits: each batch's rows are new, and were sent by `apply`."""
 
 
-def row(r: Record, config: str | None, revision: int | None) -> Row:
+def row(r: Record, config: str | None, revision: int | None) -> AuditRow:
     """The audit row of `r`, an event of a stream of `config` at `revision`.
 
     Its data is the stored document, copied as it is: a rebuild copies it in SQL, and readers

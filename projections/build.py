@@ -1,35 +1,21 @@
-"""Folding the log from zero into new projection files: one pass for all, a writer thread, no journal.
-
-The files are private until the caller points the catalog at them: nothing else reads or
-writes them, so the folds keep the rows they have seen from batch to batch, SQLite keeps no
-journal, and a crash leaves only files that nothing points to. Events that no fold looks
-at are read but not decoded.
-"""
+"""Folding the log from zero into new projection files: in this process (fold_files), or, from a large
+log that can be read directly, shared with a worker process (build_worker)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from . import files
 from .audit_sql import Unreadable
-from .files import Tracked
-from .log_file import LogFile
-from .projection import Fold, Projection
-from .records import decode, decode_stamped, record, record_stamped, topic_parts
-from .source import EventSource, Log, PostgresLog, SQLiteLog, direct_log
-from .writer import Writer
+from .fold_files import fold_into_files, remove_files
+from .projection import Progress, Projection
+from .source import EventSource, PostgresLog, SQLiteLog, direct_log
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    from pathlib import Path
 
-    from .pg_log import PostgresLogFile
-
-FLUSH = 100_000  # positions between two writes of the rows the folds changed
 PARALLEL_FROM = 50_000  # events: below, a process's start costs about what it saves
 REBUILD_BATCH = 2_000  # events read at a time: few enough that a batch's records stay in the CPU's caches
-Progress = Callable[[int, int], None]
 
 
 def build(
@@ -55,9 +41,9 @@ def build(
     try:
         if log is not None and len(projections) > 1 and head >= PARALLEL_FROM:
             return _parallel(source, projections, paths, head, log_id, batch, progress, log)
-        return _build(source, projections, paths, head, log_id, batch, progress, log, indexes)
+        return fold_into_files(source, projections, paths, head, log_id, batch, progress, log, indexes)
     except Unreadable:
-        return _build(source, projections, paths, head, log_id, batch, progress, None, indexes)
+        return fold_into_files(source, projections, paths, head, log_id, batch, progress, None, indexes)
 
 
 def _parallel(
@@ -75,160 +61,11 @@ def _parallel(
     *others, last = projections
     worker = build_worker.start({p.name: paths[p.name] for p in others}, log, head, log_id, batch)
     try:
-        at = _build(source, [last], {last.name: paths[last.name]}, head, log_id, batch, progress, log)
+        at = fold_into_files(source, [last], {last.name: paths[last.name]}, head, log_id, batch, progress, log)
         worker.result()  # the same position: both read the log by range to `head`
     except BaseException:
         worker.stop()
         for path in paths.values():
-            _remove(path)
+            remove_files(path)
         raise
-    return at
-
-
-def _remove(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
-def _build(
-    source: EventSource,
-    projections: Sequence[Projection],
-    paths: dict[str, Path],
-    head: int,
-    log_id: str,
-    batch: int,
-    progress: Progress | None,
-    log: Log,
-    indexes: bool = True,
-) -> int:
-    dbs: dict[str, sqlite_utils.Database] = {}
-    folds: list[Fold] = []
-    reader = open_log(log)
-    try:
-        for p in projections:
-            dbs[p.name] = db = files.create_unjournaled(paths[p.name], p.page_size)
-            p.create(db)
-            files.track(db, p.name, Tracked(p.version, 0, log_id))
-        with Writer() as writer:
-            # From PostgreSQL, SQLite makes the audit rows from copies of the log's rows (audit_staged): a
-            # second read of the log, and a thread that wants a core of its own. Worth it only where this
-            # process has no Python fold to run meanwhile (see _parallel).
-            staged = log if not isinstance(log, PostgresLog) or len(projections) == 1 else None
-            deferred = {name: defer_indexes(db) for name, db in dbs.items()}  # made once the rows are in
-            for p in projections:  # outside any transaction: a fold may attach the log
-                db = dbs[p.name]
-                folds.append(p.fold_from_zero(db, writer.sink(db.conn), source, head, staged))
-            for db in dbs.values():
-                db.execute("BEGIN")
-            at = fold_all(reader or source, folds, head, batch, progress)
-        for name, statements in deferred.items():
-            if indexes:
-                files.make_indexes(dbs[name], statements, name, paths[name])
-        for p in projections:
-            files.track(dbs[p.name], p.name, Tracked(p.version, at, log_id))
-            dbs[p.name].execute("COMMIT")
-        for fold in folds:
-            fold.close()
-        for p in projections:
-            files.seal(dbs.pop(p.name), paths[p.name])
-    except BaseException:
-        if reader is not None:
-            reader.close()
-        for fold in folds:
-            fold.close()
-        for db in dbs.values():
-            db.close()
-        for path in paths.values():
-            _remove(path)
-        raise
-    if reader is not None:
-        reader.close()
-    return at
-
-
-def defer_indexes(db: sqlite_utils.Database) -> list[str]:
-    """Drop the indexes of `db` that enforce nothing (not UNIQUE), and return the statements that make them
-    again: made once its tables are full, sorted once, they cost a rebuild far less than kept row by row."""
-    found = db.execute(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND sql NOT LIKE 'CREATE UNIQUE%'"
-    ).fetchall()
-    for name, _ in found:
-        db.execute(f'DROP INDEX "{name}"')
-    return [sql for _, sql in found]
-
-
-def open_log(log: Log) -> LogFile | PostgresLogFile | None:
-    """A reader of the log by position range, with a connection of its own (None: read the source)."""
-    if log is None:
-        return None
-    if isinstance(log, PostgresLog):
-        from .pg_log import (
-            PostgresLogFile,  # start-up cost: psycopg loads for a PostgreSQL log alone
-        )
-
-        return PostgresLogFile(log)
-    return LogFile(log)
-
-
-class Wanted(dict[str, Any]):
-    """How the events of a topic are decoded for the folds: not at all (None) when none looks at
-    them, without their data (`stamped`) when none reads it, else in `full`."""
-
-    def __init__(self, folds: Sequence[Fold], full: Any = decode, stamped: Any = decode_stamped) -> None:
-        super().__init__()
-        self.folds = folds
-        self.full = full
-        self.stamped = stamped
-        self.skipped: list[str] = []  # the topics seen that no fold wants
-
-    def __missing__(self, topic: str) -> Any:
-        if not isinstance(topic, str):  # a row edited to hold a NULL or a number: decoded, so that it is refused
-            return self.full
-        kind, type_ = topic_parts(topic)
-        wanting = [f for f in self.folds if f.wants(kind, type_)]
-        how = (self.full if any(f.needs_data(kind, type_) for f in wanting) else self.stamped) if wanting else None
-        self[topic] = how
-        if how is None:
-            self.skipped.append(topic)
-        return how
-
-
-def fold_all(
-    source: EventSource | LogFile | PostgresLogFile,
-    folds: Sequence[Fold],
-    head: int,
-    batch: int,
-    progress: Progress | None,
-) -> int:
-    """Offer every event to `folds`, `batch` at a time: all of the log to `head` (and a little past,
-    from an EventSource; exactly to it from a reader of the log itself)."""
-    at = flushed = 0
-    direct = hasattr(source, "records")  # a LogFile or a PostgresLogFile, not an EventSource
-    wanted = Wanted(folds, record, record_stamped) if direct else Wanted(folds)
-    # Folds that read the log themselves want no record: past the first batch (whose topics SQLAuditFold
-    # lists for SQLite to look up), only the positions are offered to them.
-    unread = direct and all(fold.reads_itself for fold in folds)
-    while at < head:
-        if direct:
-            upto = min(at + batch, head)
-            reading = not (unread and at)
-            records = source.records(at, upto, wanted, wanted.skipped) if reading else []  # type: ignore[union-attr]
-            at = upto
-        else:
-            notifications = source.read(at, batch)  # type: ignore[union-attr]
-            if not notifications:
-                break
-            records = [how(n) for n in notifications if (how := wanted[n.topic])]
-            at = notifications[-1].id
-        for fold in folds:
-            fold.apply(records)
-            fold.reached(at)
-        if at - flushed >= FLUSH:
-            flushed = at
-            for fold in folds:
-                fold.flush()
-        if progress:
-            progress(at, head)
-    for fold in folds:
-        fold.finish()
     return at

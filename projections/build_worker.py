@@ -8,29 +8,24 @@ and exits 0; on an error it removes the files, prints one line on stderr and exi
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
-from . import build
+from .fold_files import fold_into_files, open_log
 from .health import WorkerFailed, broke_a_file
-from .rebuild import paused_gc
 from .registry import BY_NAME
-from .source import PostgresLog, SQLiteLog
-
-if TYPE_CHECKING:
-    from .log_file import LogFile
-    from .pg_log import PostgresLogFile
-
+from .source import EventSource, PostgresLog, SQLiteLog
 
 BROKE_A_FILE = 3  # the worker's exit code when health.broke_a_file(its error)
 
 
-class Worker:
+class BuildWorker:
     """A running worker process."""
 
     def __init__(self, names: str, proc: subprocess.Popen[bytes]) -> None:
@@ -55,7 +50,7 @@ class Worker:
 
 def start(
     paths: dict[str, Path], log: SQLiteLog | PostgresLog, head: int, log_id: str, batch: int, indexes: bool = True
-) -> Worker:
+) -> BuildWorker:
     """A worker folding the projections named in `paths` into new files there (without the indexes that
     enforce nothing unless `indexes`: see build.build)."""
     where = {"postgres": list(log)} if isinstance(log, PostgresLog) else {"sqlite": [str(log.path), log.table]}
@@ -72,14 +67,14 @@ def start(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     argv = [sys.executable, "-m", "rollouts.projections.build_worker"]
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    with proc.stdin:  # type: ignore[union-attr] - a pipe, asked for above
-        proc.stdin.write(json.dumps(task).encode())  # type: ignore[union-attr]
+    assert proc.stdin is not None  # a pipe, asked for above
+    with proc.stdin:
+        proc.stdin.write(json.dumps(task).encode())
     proc.stdin = None  # sent and closed: communicate() has nothing more to send
-    return Worker(", ".join(paths), proc)
+    return BuildWorker(", ".join(paths), proc)
 
 
 def main(task_text: str) -> int:
-
     task = json.loads(task_text)
     where = task["log"]
     log = (
@@ -90,14 +85,25 @@ def main(task_text: str) -> int:
     paths = {name: Path(path) for name, path in task["paths"].items()}
     chosen = [BY_NAME[name] for name in paths]
     try:
-        source = cast("LogFile | PostgresLogFile", build.open_log(log))  # a log was given: a reader of it
+        reader = open_log(log)
+        assert reader is not None  # a log was given: a reader of it
         try:
-            with paused_gc():  # as in the parent's rebuild (ProjectionStore.rebuild)
-                at = build._build(
-                    source, chosen, paths, task["head"], task["log_id"], task["batch"], None, log, task["indexes"]
-                )
+            # As the parent's rebuild pauses it (rebuild.paused_gc): this process ends with the build.
+            gc.disable()
+            # Its read() gives rows shaped as notifications (log_file.Row), all that a fold reads of a source.
+            at = fold_into_files(
+                cast(EventSource, reader),
+                chosen,
+                paths,
+                task["head"],
+                task["log_id"],
+                task["batch"],
+                None,
+                log,
+                task["indexes"],
+            )
         finally:
-            source.close()
+            reader.close()
     except Exception as error:  # noqa: BLE001 - told to the parent in one line
         print(f"{type(error).__name__}: {' '.join(str(error).split())}", file=sys.stderr)
         return BROKE_A_FILE if broke_a_file(error) else 1

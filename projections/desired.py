@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..domain import phases
 from . import freezes
-from .projection import Fold, Projection, Sink
+from .projection import Fold, Projection, StatementSink
 from .records import Record
 from .rows import Table
 
@@ -78,12 +78,12 @@ class Desired(Projection):
         freezes.create(db)
         db.execute("CREATE INDEX IF NOT EXISTS open_phase ON open_deployments (phase)")
 
-    def fold(self, conn: Sink) -> DesiredFold:
+    def fold(self, conn: StatementSink) -> DesiredFold:
         return DesiredFold(conn)
 
 
 class DesiredFold(Fold):
-    def __init__(self, conn: Sink) -> None:
+    def __init__(self, conn: StatementSink) -> None:
         self.table = Table(conn, "open_deployments", COLUMNS, "stream")
         self.freezes = freezes.FreezeTable(conn)
 

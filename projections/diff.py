@@ -46,7 +46,7 @@ class Bounded:
 class Difference:
     projection: str
     table: str
-    key: Any
+    key: object  # a row's key: one column's value, or a tuple of them
     live: dict[str, Any] | None
     rebuilt: dict[str, Any] | None
 
@@ -101,5 +101,5 @@ def _before(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return [(v is not None, isinstance(v, str), v) for v in a] < [(v is not None, isinstance(v, str), v) for v in b]
 
 
-def _one(key: tuple[Any, ...] | None) -> Any:
+def _one(key: tuple[Any, ...] | None) -> object:
     return key[0] if key is not None and len(key) == 1 else key

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..domain import freeze_rules as freezes
 from ..domain import ids
-from .projection import Sink
+from .projection import StatementSink
 from .records import Record
 from .rows import Table
 
@@ -33,7 +33,7 @@ def wants(kind: str, type_: str) -> bool:
 class FreezeTable:
     """The freeze rows a fold changes, by stream (a config's, or the freeze of all's)."""
 
-    def __init__(self, conn: Sink) -> None:
+    def __init__(self, conn: StatementSink) -> None:
         self.table = Table(conn, "freezes", COLUMNS, "stream")
 
     def apply(self, r: Record) -> None:

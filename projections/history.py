@@ -3,165 +3,34 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from ..domain import phases
 from . import freezes
-from .projection import Fold, Projection, Sink
+from .history_tables import (
+    COLUMNS,
+    DURATION_BUCKETS,
+    DURATIONS,
+    FINISHED,
+    KEYS,
+    PHASE_COUNTS,
+    SCHEMA,
+    STEP_STATE,
+    VERIFICATION_COUNTS,
+    VERIFIED,
+    ending_key,
+    exact,
+    spec_text,
+)
+from .projection import Fold, Projection, StatementSink
 from .records import Record
 from .rows import Table
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS configs (stream TEXT PRIMARY KEY, name TEXT UNIQUE, spec TEXT,
-       paused INTEGER, latest_revision INTEGER, created_at TEXT, updated_at TEXT)""",
-    """CREATE TABLE IF NOT EXISTS deployments (stream TEXT PRIMARY KEY, config TEXT, revision INTEGER,
-       phase TEXT, reason TEXT, attempt INTEGER, cause TEXT, message TEXT, actor TEXT, step TEXT,
-       created_at TEXT, started_at TEXT, finished_at TEXT, spec TEXT, needs_approval INTEGER, approved_by TEXT,
-       step_index INTEGER, step_count INTEGER, weight INTEGER, paused TEXT, passed INTEGER, failed INTEGER,
-       inconclusive INTEGER, rollback_of INTEGER)""",
-    "CREATE UNIQUE INDEX IF NOT EXISTS deployments_config ON deployments (config, revision)",
-    """CREATE TABLE IF NOT EXISTS endings (key TEXT PRIMARY KEY, config TEXT, outcome TEXT, le REAL,
-       count INTEGER, seconds REAL)""",
-    """CREATE TABLE IF NOT EXISTS steps (name TEXT PRIMARY KEY, config TEXT, revision INTEGER,
-       attempt INTEGER, kind TEXT, try INTEGER, state TEXT, exit_code INTEGER, reason TEXT,
-       created_at TEXT, started_at TEXT, finished_at TEXT)""",
-    "CREATE INDEX IF NOT EXISTS steps_config ON steps (config, revision)",
-    # /metrics' counts by config, kept as the deployments change: counting them from `deployments` read all
-    # of it at each first scrape (1,000 configs, 100,000 deployments: most of a scrape made from nothing).
-    "CREATE TABLE IF NOT EXISTS phase_counts (key TEXT PRIMARY KEY, config TEXT, phase TEXT, n INTEGER)",
-    """CREATE TABLE IF NOT EXISTS verification_counts (config TEXT PRIMARY KEY, passed INTEGER, failed INTEGER,
-       inconclusive INTEGER, rollbacks INTEGER)""",
-    # Each config's ends by outcome, summed (the `endings` rows' counts: a scan of some 5,400 rows at 1,000 configs)
-    "CREATE TABLE IF NOT EXISTS finished (config TEXT PRIMARY KEY, complete INTEGER, failed INTEGER)",
-    # The ends in each duration bucket (`le`) of every config, and their seconds summed exactly (see DURATIONS)
-    "CREATE TABLE IF NOT EXISTS durations (key TEXT PRIMARY KEY, le REAL, count INTEGER, exact TEXT)",
-)
-COLUMNS = {
-    "configs": ("stream", "name", "spec", "paused", "latest_revision", "created_at", "updated_at"),
-    "deployments": (
-        "stream",
-        "config",
-        "revision",
-        "phase",
-        "reason",
-        "attempt",
-        "cause",
-        "message",
-        "actor",
-        "step",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "spec",
-        "needs_approval",  # the current attempt waits for `rollout approve` until approved_by is set
-        "approved_by",
-        # 7.6: the current (or last) rollout step, of how many, its weight; why the attempt is paused (step,
-        # inconclusive, or NULL); its measurements by outcome; the failed revision an automatic rollback follows
-        "step_index",
-        "step_count",
-        "weight",
-        "paused",
-        "passed",
-        "failed",
-        "inconclusive",
-        "rollback_of",
-    ),
-    "steps": (
-        "name",
-        "config",
-        "revision",
-        "attempt",
-        "kind",
-        "try",
-        "state",
-        "exit_code",
-        "reason",
-        "created_at",
-        "started_at",
-        "finished_at",
-    ),
-    "endings": ("key", "config", "outcome", "le", "count", "seconds"),
-}
-KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings": "key"}
-# A config's deployments in each phase (a row once one has been in it: n may be 0), and its deployments'
-# measurements by outcome and automatic rollbacks (a row once it has a deployment): sums over `deployments`.
-PHASE_COUNTS = ("key", "config", "phase", "n")
-VERIFICATION_COUNTS = ("config", "passed", "failed", "inconclusive", "rollbacks")
-VERIFIED = ("passed", "failed", "inconclusive")  # the deployments' columns summed in verification_counts
-FINISHED = ("config", "complete", "failed")  # a config's ends (a row once it has had one)
-# By duration bucket: the `endings` rows' counts summed, and their seconds summed exactly, as a whole number of
-# 2**-EXACT (every finite float is one) written in decimal: exact / 2**EXACT, correctly rounded, is the
-# math.fsum of the rows' seconds, whatever order they were summed in.
-DURATIONS = ("key", "le", "count", "exact")
-EXACT = 1074
-# The upper bounds (seconds) of the buckets `endings` counts each end of a deployment in: the seconds
-# from its creation to that end (a retried deployment ends more than once). None: above them all.
-DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
-
-
-def spec_text(spec: dict[str, Any], document: str) -> str:
-    """The JSON text a row keeps of a spec, read from the event `document` (the text the log stores):
-    compact, by orjson (a rebuild writes one per deployment); by json what orjson does not write
-    (integers past 64 bits, lone surrogates) or writes otherwise than the log holds it (orjson writes
-    NaN and infinities as null: looked for only when the document has such a token, most specs have
-    a null)."""
-    try:
-        text = orjson.dumps(spec)
-    except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(spec)
-    if b"null" in text and ("NaN" in document or "Infinity" in document) and _non_finite(spec):
-        return json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
-    return text.decode()
-
-
-def _non_finite(value: Any) -> bool:
-    """Whether `value` is or holds a float that is NaN or infinite."""
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_non_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_non_finite(v) for v in value)
-    return False
-
-
-def exact(seconds: float) -> int:
-    """`seconds` as a whole number of 2**-EXACT."""
-    num, den = seconds.as_integer_ratio()  # den is a power of two
-    return num << (EXACT + 1 - den.bit_length())
-
-
-def ending_key(config: str, outcome: str, le: float | None) -> str:
-    """The key of an `endings` row: a config's rows are the keys from `f"{config} "` up to `f"{config}!"`
-    (a name has no space: domain/names.py)."""
-    return f"{config} {outcome} {le}"
-
-
-STEP_STATE = {
-    "DeployerCreated": "created",
-    "HookCreated": "created",
-    "MeasurementCreated": "created",
-    "DeployerStarted": "running",
-    "HookStarted": "running",
-    "MeasurementStarted": "running",
-    "DeployerSucceeded": "succeeded",
-    "HookSucceeded": "succeeded",
-    "DeployerFailed": "failed",
-    "HookFailed": "failed",
-    "DeployerLost": "lost",
-    "Cancelled": "cancelled",
-    "Aborted": "cancelled",
-    "PauseEnded": "ended",
-    "Promoted": "promoted",
-}
 AUTO_ROLLBACK = "automatic rollback to"  # (domain.deployment.AUTO_ROLLBACK: the cause of one)
 
 
@@ -220,12 +89,12 @@ class History(Projection):
             db.execute(statement)
         freezes.create(db)
 
-    def fold(self, conn: Sink) -> HistoryFold:
+    def fold(self, conn: StatementSink) -> HistoryFold:
         return HistoryFold(conn)
 
 
 class HistoryFold(Fold):
-    def __init__(self, conn: Sink) -> None:
+    def __init__(self, conn: StatementSink) -> None:
         self.configs, self.deployments, self.steps, self.endings = (
             Table(conn, t, COLUMNS[t], KEYS[t]) for t in COLUMNS
         )
@@ -316,10 +185,10 @@ class HistoryFold(Fold):
             row = self.finished.get(config) or {"config": config, "complete": 0, "failed": 0}
             row.update(complete=row["complete"] + complete, failed=row["failed"] + failed)
             self.finished.put(row)
-        for le, (n, exact) in self.ended.items():
+        for le, (n, summed) in self.ended.items():
             key = str(le)
             row = self.durations.get(key) or {"key": key, "le": le, "count": 0, "exact": "0"}
-            row.update(count=row["count"] + n, exact=str(int(row["exact"]) + exact))
+            row.update(count=row["count"] + n, exact=str(int(row["exact"]) + summed))
             self.durations.put(row)
         self.moved.clear()
         self.verified.clear()
@@ -357,38 +226,7 @@ class HistoryFold(Fold):
     def _deployment(self, r: Record) -> None:
         type_, data = r.type, r.data
         if type_ == "Created":
-            replaced = self.deployments.get(r.stream)
-            if replaced is not None:  # a second Created of one stream (no log the domain writes has one)
-                self._count(replaced, -1)
-            self._count_new(
-                {
-                    "stream": r.stream,
-                    "config": data["config"],
-                    "revision": data["revision"],
-                    "phase": phases.NEW,
-                    "reason": None,
-                    "attempt": 1,
-                    "cause": data["cause"],
-                    "message": data["message"],
-                    "actor": r.meta.get("actor"),
-                    "step": None,
-                    "created_at": r.timestamp,
-                    "started_at": None,
-                    "finished_at": None,
-                    "spec": spec_text(data["spec"], r.text),
-                    "needs_approval": 1 if data["spec"].get("require_approval") else 0,
-                    "approved_by": None,
-                    "step_index": None,
-                    "step_count": len(data["spec"].get("steps") or [100]),
-                    "weight": None,
-                    "paused": None,
-                    "passed": 0,
-                    "failed": 0,
-                    "inconclusive": 0,
-                    # the failed revision is the config's latest when its rollback is triggered, in that save
-                    "rollback_of": data["revision"] - 1 if data["cause"].startswith(AUTO_ROLLBACK) else None,
-                }
-            )
+            self._deployment_created(r)
             return
         deployments = self.deployments
         row = deployments.get(r.stream)
@@ -421,6 +259,42 @@ class HistoryFold(Fold):
             if after == phases.FAILED:
                 row["reason"] = "cancelled" if type_ in ("Cancelled", "CancelRequested") else data.get("reason")
         deployments.changed[r.stream] = row
+
+    def _deployment_created(self, r: Record) -> None:
+        """A deployment's first row (and its count by phase), from its Created event."""
+        data = r.data
+        replaced = self.deployments.get(r.stream)
+        if replaced is not None:  # a second Created of one stream (no log the domain writes has one)
+            self._count(replaced, -1)
+        self._count_new(
+            {
+                "stream": r.stream,
+                "config": data["config"],
+                "revision": data["revision"],
+                "phase": phases.NEW,
+                "reason": None,
+                "attempt": 1,
+                "cause": data["cause"],
+                "message": data["message"],
+                "actor": r.meta.get("actor"),
+                "step": None,
+                "created_at": r.timestamp,
+                "started_at": None,
+                "finished_at": None,
+                "spec": spec_text(data["spec"], r.text),
+                "needs_approval": 1 if data["spec"].get("require_approval") else 0,
+                "approved_by": None,
+                "step_index": None,
+                "step_count": len(data["spec"].get("steps") or [100]),
+                "weight": None,
+                "paused": None,
+                "passed": 0,
+                "failed": 0,
+                "inconclusive": 0,
+                # the failed revision is the config's latest when its rollback is triggered, in that save
+                "rollback_of": data["revision"] - 1 if data["cause"].startswith(AUTO_ROLLBACK) else None,
+            }
+        )
 
     def _count_new(self, row: dict[str, Any]) -> None:
         self.deployments.put(row)

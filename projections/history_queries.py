@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..domain.errors import NotFound
 from ..domain.spec_defaults import STEP_DEFAULTS
 from . import freezes
-from .history import DURATION_BUCKETS, EXACT
+from .history_tables import DURATION_BUCKETS, EXACT
+from .rows import ViewRow
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-Row = dict[str, Any]
 
 # What a deployment row holds, in the order `rollout history --revision N` prints it.
 DEPLOYMENT_FIELDS = (
@@ -38,7 +38,7 @@ _STEPS = "SELECT * FROM steps WHERE config = ? AND revision = ? ORDER BY created
 _LATEST_PHASE = "SELECT phase FROM deployments WHERE config = ? ORDER BY revision DESC LIMIT 1"
 
 
-def configs(db: sqlite_utils.Database, name: str | None = None, now: datetime | None = None) -> list[Row]:
+def configs(db: sqlite_utils.Database, name: str | None = None, now: datetime | None = None) -> list[ViewRow]:
     """Every config (or only `name`) with its spec decoded, its paused flag, its latest deployment's phase,
     and the freezes in force at `now` (`frozen`, `freezes`: none without `now`)."""
     sql = _CONFIGS + (" WHERE c.name = ?" if name else "") + " ORDER BY c.name"
@@ -63,7 +63,7 @@ def config_names(db: sqlite_utils.Database) -> list[str]:
     return [name for (name,) in db.execute("SELECT name FROM configs ORDER BY name")]
 
 
-def deployments(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
+def deployments(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[ViewRow]:
     """`name`'s deployments in revision order (or only `revision`, with its runs as `steps`).
 
     NotFound when there is no such config, or no such revision of it."""
@@ -134,11 +134,11 @@ def verification_counts(
     a measurement or a rollback (7.6); only of `configs` when given. (A measurement is counted in its
     attempt's row: a retry starts its count again.)"""
     if configs is None:
-        return [tuple(r) for r in db.execute(_STEP_COUNTS.format("")).fetchall()]  # type: ignore[misc]
+        return [tuple(r) for r in db.execute(_STEP_COUNTS.format("")).fetchall()]
     if not configs:
         return []
     rows = db.execute(_STEP_COUNTS.format(_OF_CONFIGS), [json.dumps(list(configs))]).fetchall()
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    return [tuple(r) for r in rows]
 
 
 def duration_buckets(db: sqlite_utils.Database) -> tuple[list[tuple[float, int]], int, float]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
+from uuid import UUID
 
+from ..domain.ids import dashed
 from .records import Record, UndecodableEvent
 from .source import SQLiteLog
 
@@ -16,17 +18,12 @@ MEMO_IDS = 5_000  # stream ids dashed and kept: a batch's events share them
 Make = Callable[[int, str, int, str, bytes], Record]
 
 
-def dashed(hex_id: str) -> str:
-    """The library stores UUIDs as 32 hex digits; projections use the usual dashed form."""
-    h = hex_id.replace("-", "")
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
 class Row(NamedTuple):
-    """A stored event as a notification (the stream dashed)."""
+    """A stored event with its position, as projections decode it (records.Notification): the one type
+    for the log's rows read directly, by a rebuild here or by the store's backends and recorders."""
 
     id: int
-    originator_id: str
+    originator_id: str | UUID  # the stream: dashed text read from a log's rows, a UUID from the library's
     originator_version: int
     topic: str
     state: bytes

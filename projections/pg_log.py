@@ -34,6 +34,7 @@ class PostgresLogFile:
     def rows(self, after: int, upto: int, skipped: list[str] | None = None) -> list[tuple[Any, ...]]:
         """(position, stream, version, topic, state) of the events after `after` up to `upto` whose
         topic is not in `skipped`, in position order (the stream dashed, the state bytes)."""
+        params: tuple[object, ...]
         if skipped:
             sql, params = self._but, (after, upto, skipped)
         else:

@@ -4,27 +4,28 @@ from __future__ import annotations
 
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .records import Record
-from .source import EventSource, Log
+from .source import DirectLog, EventSource
 
 if TYPE_CHECKING:
     import sqlite_utils
 
 # Rows a fold keeps between batches; past this many it forgets them (they are written).
 CACHE_ROWS = 250_000
+Progress = Callable[[int, int], None]  # told (position reached, head) as a long fold goes
 
 
-class Sink(Protocol):
+class StatementSink(Protocol):
     """Where a fold sends its statements: an sqlite3 connection, or a writer that runs its writes later, in order.
 
     Reads (`execute`) see every write sent before them."""
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> sqlite3.Cursor: ...
 
-    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> object: ...
 
 
 class Fold(ABC):
@@ -80,10 +81,12 @@ class Projection(ABC):
         """Create the tables and indexes (called inside the first transaction)."""
 
     @abstractmethod
-    def fold(self, conn: Sink) -> Fold:
+    def fold(self, conn: StatementSink) -> Fold:
         """A fold into the file behind `conn`, for the batches of one transaction (or of one private file)."""
 
-    def fold_from_zero(self, db: sqlite_utils.Database, conn: Sink, source: EventSource, head: int, log: Log) -> Fold:
+    def fold_from_zero(
+        self, db: sqlite_utils.Database, conn: StatementSink, source: EventSource, head: int, log: DirectLog
+    ) -> Fold:
         """A fold of all of `source` (to `head` and a little past) into `db`, new and private, written
         through `conn`; `log` is where the rebuild may read the log itself (an SQLite file, a PostgreSQL table)."""
         fold = self.fold(conn)

@@ -30,7 +30,7 @@ def _undecodable(message: str) -> UndecodableEvent:
 
 class Notification(Protocol):
     id: int
-    originator_id: Any
+    originator_id: Any  # why: a UUID from the library, text from a row the log gave directly (log_file.Row)
     originator_version: int
     topic: str
     state: bytes
@@ -98,9 +98,9 @@ def fields(text: str | bytes) -> dict[str, Any]:
     """The fields of an event document as stored, its timestamp, class topic and config_id left as they are:
     for a reader of the event's own fields only (a third faster than `document`, which reshapes those three)."""
     try:
-        return _loads(text)  # type: ignore[no-any-return]
+        return _loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)  # type: ignore[no-any-return]  # as `document` reads what orjson refuses
+        return json.loads(text)  # as `document` reads what orjson refuses
 
 
 def decode(n: Notification) -> Record:

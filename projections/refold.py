@@ -12,7 +12,7 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
@@ -22,6 +22,9 @@ from .projection import Projection
 from .rebuild import paused_gc
 from .registry import ALL, BY_NAME
 from .source import EventSource, direct_log
+
+if TYPE_CHECKING:
+    from .store import ProjectionStore
 
 TRIES = 3  # a live view that moved while it was compared is compared again, at its new position
 
@@ -50,7 +53,7 @@ class Refold:
         self.log_id = log_id
         self._folder = tempfile.TemporaryDirectory(prefix="rollouts-audit-")
         self._dbs: dict[str, sqlite_utils.Database] = {}
-        self._worker: Any = None
+        self._worker: build_worker.BuildWorker | None = None
         try:
             self.position = self._start(head)
         except BaseException:
@@ -91,7 +94,7 @@ class Refold:
             self._dbs[name] = sqlite_utils.Database(conn, execute_plugins=False)
         return self._dbs[name]
 
-    def differing(self, live: Any) -> list[Differing]:
+    def differing(self, live: ProjectionStore) -> list[Differing]:
         """The views of `live` (a ProjectionStore, caught up) whose rows differ from the log's fold at the
         position each stands at."""
         found = []

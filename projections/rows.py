@@ -5,9 +5,9 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from .projection import CACHE_ROWS, Sink
+from .projection import CACHE_ROWS, StatementSink
 
-Row = dict[str, Any]
+ViewRow = dict[str, Any]
 
 
 class Table:
@@ -15,19 +15,19 @@ class Table:
 
     At most about CACHE_ROWS rows are kept: those asked for or put since the last full flush, and the older."""
 
-    def __init__(self, conn: Sink, table: str, columns: tuple[str, ...], key: str) -> None:
+    def __init__(self, conn: StatementSink, table: str, columns: tuple[str, ...], key: str) -> None:
         self.conn = conn
         self.columns = columns
         self.key = key
-        self.rows: dict[Any, Row | None] = {}  # None: known to be missing
-        self.older: dict[Any, Row | None] = {}  # what `rows` held before it last filled up (see flush)
+        self.rows: dict[Any, ViewRow | None] = {}  # None: known to be missing
+        self.older: dict[Any, ViewRow | None] = {}  # what `rows` held before it last filled up (see flush)
         self.complete = False  # every row of the table is known: see from_zero
-        self.changed: dict[Any, Row] = {}
+        self.changed: dict[Any, ViewRow] = {}
         self.select = f"SELECT {', '.join(columns)} FROM {table} WHERE {key} = ?"
         self.upsert = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         self.values = itemgetter(*columns)
 
-    def get(self, key: Any) -> Row | None:
+    def get(self, key: object) -> ViewRow | None:
         rows = self.rows
         if key in rows:
             return rows[key]
@@ -46,7 +46,7 @@ class Table:
         does not know is missing, not to be read, until it forgets some (a read waits for the writes queued)."""
         self.complete = True
 
-    def put(self, row: Row) -> None:
+    def put(self, row: ViewRow) -> None:
         """A new row, or one that replaces what was there."""
         key = row[self.key]
         self.rows[key] = self.changed[key] = row

@@ -39,7 +39,7 @@ class PostgresLog(NamedTuple):
         return f"PostgresLog(schema={self.schema!r}, table={self.table!r})"
 
 
-Log = SQLiteLog | PostgresLog | None  # where a rebuild reads the log itself (None: through its source)
+DirectLog = SQLiteLog | PostgresLog | None  # where a rebuild reads the log itself (None: through its source)
 
 
 @runtime_checkable
@@ -58,7 +58,7 @@ class ServerLog(Protocol):
         """Where the log is, or None when it is not a PostgreSQL log."""
 
 
-def direct_log(source: object) -> Log:
+def direct_log(source: object) -> DirectLog:
     """Where a rebuild can read `source`'s log itself, bypassing the source; None when it cannot."""
     found = source.sqlite_log() if isinstance(source, LocalLog) else None
     if found is None and isinstance(source, ServerLog):

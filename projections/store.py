@@ -1,10 +1,12 @@
-"""Keeping read models at the head of the log: catch-up, rebuild (see `rebuild`), status.
+"""Keeping read models at the head of the log: catch-up, rebuild (in place or in a shadow file), status.
 
 Which file serves each view, and healing the broken ones, is `rollouts.projections.live`; the order in
 which all of these take their locks is written in `rollouts.projections.locks`."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -13,8 +15,7 @@ from . import rebuild as rebuilding
 from .files import Tracked
 from .health import BrokenView
 from .live import LiveFiles, Warn
-from .projection import Projection
-from .rebuild import Progress
+from .projection import Progress, Projection
 from .records import Record, decode
 from .registry import ALL, BY_NAME, UnknownProjection, projections_named
 
@@ -136,10 +137,74 @@ class ProjectionStore(LiveFiles):
     ) -> None:
         with rebuilding.paused_gc():
             if not shadow:
-                self._again_if_broken(lambda: rebuilding.in_place(self, projections, progress))
+                self._again_if_broken(lambda: self._in_place(projections, progress))
                 return
             for p in projections:
-                self._again_if_broken(lambda p=p: rebuilding.shadow(self, p, progress))  # type: ignore[misc]
+                self._again_if_broken(lambda p=p: self._shadow(p, progress))  # type: ignore[misc]
+
+    def _in_place(self, projections: Sequence[Projection], progress: Progress | None) -> None:
+        """Replay from zero into new files while the live ones serve but cannot move, then swap.
+
+        One read and decode of the log for every projection (see build). The catalog's write
+        lock is held throughout, as for shadow builds, and so is each live file's: no catch-up
+        moves them meanwhile, so the new files never serve a position lower than they did.
+        """
+        for p in projections:
+            self.db(p.name)  # a file to hold, created when missing (that takes the catalog lock)
+        with locks.build(self.catalog):  # lock 2's flock; its transaction is committed below while lock 3 is held
+            catalog = self.catalog.db
+            catalog.execute("BEGIN IMMEDIATE")
+            try:
+                with contextlib.ExitStack() as stack:
+                    for p in projections:  # the current files, as seen under the catalog lock
+                        stack.enter_context(locks.view_write(self.db(p.name)))
+                        self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
+                    paths = {p.name: self.catalog.next_file(p.name) for p in projections}
+                    head = self.source.head()
+                    self._log_id = None
+                    rebuilding.build_into(self.source, projections, paths, head, self.log_id(), progress)
+                    for p in projections:
+                        self.catalog.point(p.name, paths[p.name])
+                    catalog.execute("COMMIT")  # the swap, while the live files still cannot move
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # (a catalog corrupted meanwhile may refuse even this)
+                    if catalog.conn.in_transaction:
+                        catalog.execute("ROLLBACK")
+                raise
+        for p in projections:
+            self._open.pop(p.name)[1].close()
+        with locks.catalog_write(self.catalog):  # lock 2 again; not a stray of a build in progress: builds hold it
+            for p in projections:  # what is current now: a twin's rebuild may have swapped since ours
+                self.catalog.remove_strays(p.name, keep={self.catalog.current(p.name)})  # type: ignore[arg-type]
+
+    def _shadow(self, p: Projection, progress: Progress | None) -> None:
+        """Build a new file while the live one serves, then swap once it is not behind.
+
+        The catalog's write lock is held throughout: shadow builds of one folder run one at
+        a time, so none picks another's file name or deletes another's file in progress.
+        """
+        live = self.db(p.name)
+        with locks.catalog_write(self.catalog):
+            path = self.catalog.next_file(p.name)
+            new = self._new_file(p, path)
+            self._log_id = None
+            head = self.source.head()
+            for batch, last in self._batches(0, head):
+                self._apply(p, new, batch, last)
+                if progress:
+                    progress(last, head)
+            with locks.view_write(live):  # hold live catch-ups while the shadow passes the live position
+                live_at = files.tracked(live, p.name)
+                # A live view ahead of the log (or of another log) is wrong: pass the head, not it.
+                target = min(live_at.position, self.source.head()) if live_at else 0
+                shadow_at = files.tracked(new, p.name)
+                for batch, last in self._batches(shadow_at.position if shadow_at else 0, target):
+                    self._apply(p, new, batch, last)
+                self.catalog.point(p.name, path)
+            # Still under the lock: a stray now is old, never the next build's file.
+            self.catalog.remove_strays(p.name, keep={path})
+        new.close()
+        self._open.pop(p.name, None)
 
     # -- reporting -----------------------------------------------------------
 

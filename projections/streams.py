@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .projection import CACHE_ROWS, Sink
+from .projection import CACHE_ROWS, StatementSink
 from .records import Record
 
 CREATE = "CREATE TABLE IF NOT EXISTS streams (stream TEXT PRIMARY KEY, kind TEXT, config TEXT, revision INTEGER)"
@@ -15,7 +15,7 @@ Where = tuple[str | None, int | None]
 class Streams:
     """A cache over the `streams` table of one projection file; new streams are written by `flush`."""
 
-    def __init__(self, conn: Sink) -> None:
+    def __init__(self, conn: StatementSink) -> None:
         self.conn = conn
         self.known: dict[str, Where] = {}
         self.new: list[tuple[str, str, str | None, int | None]] = []

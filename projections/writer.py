@@ -124,7 +124,7 @@ class Writer:
 
 
 class WriterSink:
-    """A Sink over one connection whose writes go through a Writer."""
+    """A StatementSink over one connection whose writes go through a Writer."""
 
     def __init__(self, writer: Writer, conn: sqlite3.Connection) -> None:
         self.writer = writer

@@ -1,19 +1,29 @@
-"""Import layering of the product (domain/, projections/, adapters/): no import cycle between modules at
-module level, and at most 15 function-local imports of our own modules, each saying on its line why it is
-local (start-up cost, mostly: a heavy optional library or the app loads only for the command that needs it)."""
+"""Import layering of the product (domain/, projections/, adapters/, service/ and the top-level modules): no
+import cycle between modules, counting the imports a function makes and those under `if TYPE_CHECKING:` as
+edges too (a circle hidden in a function or from the interpreter is still a circle for the reader), and at
+most 15 function-local imports of our own modules, each saying on its line why it is local (start-up cost,
+mostly: a heavy optional library or the app loads only for the command that needs it)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("domain", "projections", "adapters")
+PACKAGES = ("domain", "projections", "adapters", "service")
 MAX_LOCAL = 15
+FACES = ("adapters/cli",)  # they print what the views and the store answer; SQL lives below them
+SQL = re.compile(r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\b.*\bSET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX))\b", re.S)
+# Circles known and owned elsewhere, each with why it still stands: remove the entry when it is broken.
+KNOWN_CYCLES = {
+    ("rollouts.service.application", "rollouts.service.commands"): "issue 47: commands names RolloutsApp in a "
+    "type (under TYPE_CHECKING) and application calls commands.rollback_for; the service layer's to untie",
+}
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
+    found = {f"rollouts.{path.stem}": path for path in ROOT.glob("*.py") if path.name != "__init__.py"}
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
@@ -36,36 +46,43 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, k
     return [n for n in names if n in known]
 
 
+def _scan_module(
+    name: str, source: str, is_package: bool, known: dict[str, Path]
+) -> tuple[set[str], list[tuple[int, str]]]:
+    """What one module imports of ours, at any depth (module level, `if TYPE_CHECKING:`, inside a function),
+    and the (line, text) of each of those imports made inside a function."""
+    tree = ast.parse(source)
+    top_level: set[int] = set()  # at module level, or in a module-level `if` (TYPE_CHECKING) or `try`
+    for node in tree.body:
+        top_level.update(id(sub) for sub in ast.walk(node) if isinstance(sub, ast.Import | ast.ImportFrom))
+    in_functions = {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for sub in ast.walk(node)
+        if isinstance(sub, ast.Import | ast.ImportFrom)
+    }
+    lines = source.splitlines()
+    edges: set[str] = set()
+    local: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        targets = _targets(node, name, is_package, known)
+        edges.update(t for t in targets if t != name)
+        if targets and (id(node) in in_functions or id(node) not in top_level):
+            local.append((node.lineno, " ".join(lines[node.lineno - 1 : node.end_lineno])))
+    return edges, local
+
+
 def _scan() -> tuple[dict[str, set[str]], list[tuple[Path, int, str]]]:
-    """The module-level import graph (TYPE_CHECKING blocks left out) and every function-local import."""
+    """The import graph (every import of ours is an edge, wherever it is made) and every function-local import."""
     known = _modules()
-    graph: dict[str, set[str]] = {name: set() for name in known}
+    graph: dict[str, set[str]] = {}
     local = []
     for name, path in known.items():
-        source = path.read_text()
-        tree = ast.parse(source)
-        is_package = path.name == "__init__.py"
-        top: set[int] = set()
-        typing_only: set[int] = set()
-        for node in tree.body:
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                top.add(id(node))
-            elif isinstance(node, ast.If):
-                for sub in ast.walk(node):
-                    if isinstance(sub, ast.Import | ast.ImportFrom):
-                        typing_only.add(id(sub))
-        lines = source.splitlines()
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in typing_only:
-                continue
-            targets = _targets(node, name, is_package, known)
-            if not targets:
-                continue
-            if id(node) in top:
-                graph[name].update(t for t in targets if t != name)
-            else:
-                text = " ".join(lines[node.lineno - 1 : node.end_lineno])
-                local.append((path.relative_to(ROOT), node.lineno, text))
+        graph[name], found = _scan_module(name, path.read_text(), path.name == "__init__.py", known)
+        local += [(path.relative_to(ROOT), line, text) for line, text in found]
     return graph, local
 
 
@@ -113,7 +130,25 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_imports_itself_back_through_others() -> None:
     graph, _ = _scan()
-    assert _cycles(graph) == []
+    assert [c for c in _cycles(graph) if tuple(c) not in KNOWN_CYCLES] == []
+
+
+def test_the_scan_counts_function_local_and_type_checking_imports_as_edges() -> None:
+    known = {f"rollouts.pkg.{m}": Path(f"pkg/{m}.py") for m in ("a", "b", "c", "d")}
+    source = """
+from typing import TYPE_CHECKING
+from . import a
+if TYPE_CHECKING:
+    from .b import Thing
+def f():
+    from . import c  # why
+class K:
+    def g(self):
+        import rollouts.pkg.d
+"""
+    edges, local = _scan_module("rollouts.pkg.x", source, False, known)
+    assert edges == {"rollouts.pkg.a", "rollouts.pkg.b", "rollouts.pkg.c", "rollouts.pkg.d"}
+    assert local == [(7, "    from . import c  # why"), (10, "        import rollouts.pkg.d")]
 
 
 def test_the_cycle_finder_sees_a_cycle() -> None:
@@ -126,3 +161,34 @@ def test_few_function_local_imports_of_our_modules_each_saying_why() -> None:
     assert len(local) <= MAX_LOCAL, f"{len(local)} function-local imports of rollouts modules:\n{listed}"
     unexplained = [f"{path}:{line}" for path, line, text in local if "#" not in text]
     assert unexplained == [], f"a function-local import says why on its line: {unexplained}"
+
+
+def _sql_in(source: str) -> list[int]:
+    """The lines of the string constants in `source` that read as SQL statements."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.search(node.value)
+    ]
+
+
+def test_the_command_line_holds_no_sql() -> None:
+    """A command that holds SQL against a view couples printing to storage (STYLE): its queries live in a
+    projections query module, the runtime's table, or behind the store's port."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for face in FACES
+        for path in sorted((ROOT / face).rglob("*.py"))
+        for line in _sql_in(path.read_text())
+    ]
+    assert found == []
+
+
+def test_the_sql_finder_sees_statements_and_not_prose() -> None:
+    source = """
+a = "SELECT name FROM configs WHERE x = ?"
+b = f"UPDATE t SET n = {1}"
+c = "select the config FROM the list"
+d = "Deployments to delete from the list, insert into a set"
+"""
+    assert _sql_in(source) == [2, 3]  # (an f-string's text parts too)

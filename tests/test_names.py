@@ -1,4 +1,5 @@
-"""One name for the deployment number: `revision` in every view table the projections build (issue #30).
+"""One name per thing: `revision` for the deployment number in every view table the projections build (issue
+#30), and each class, type alias and function of the product defined once, under a name of its own (issue 47).
 
 What the program prints keeps DESIGN 7's `version` (service/documents.py renames it there); the views,
 like the events and the runtime table, say `revision`. A home whose views were built before the rename
@@ -7,6 +8,7 @@ rebuilds them on open and prints the same documents.
 
 from __future__ import annotations
 
+import ast
 import json
 import sqlite3
 from pathlib import Path
@@ -92,3 +94,107 @@ def test_views_built_before_the_rename_are_rebuilt_and_print_the_same(rollouts: 
         assert all(RENAMED[t][0] in cs for t, cs in built.items() if t in RENAMED), (p.name, built)
     status = json.loads(ok(rollouts.run("projections", "status", "-o", "json")).stdout)
     assert all(not view["stale"] for view in status)
+
+
+# -- one name per type, and one definition per function (issue 47) ------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("domain", "projections", "adapters", "service")
+# name -> (the modules that define it, why the name is shared for now). Every other class or type alias of the
+# product has one defining module; an entry here goes once its reason does.
+SHARED = {
+    "Home": (
+        {"domain/home.py", "adapters/home.py"},
+        "domain/home.py keeps Home as a second name of HomeBinding only for service/application.py's import: "
+        "the service layer is to import HomeBinding (then the alias goes)",
+    ),
+    "Meta": (
+        {"domain/meta.py", "service/moves.py", "service/application.py"},
+        "service/ defines the same dict again: the service layer is to import domain.meta.Meta",
+    ),
+    "Row": (
+        {"projections/log_file.py", "service/documents.py", "service/event_documents.py"},
+        "service/'s documents call a view's row Row (projections.rows.ViewRow's shape): to import ViewRow",
+    ),
+    "Decision": (
+        {"service/commands.py", "service/application.py"},
+        "two things of the service layer (a save's aggregates and answer; a decision made again on fresh "
+        "state): the service layer's to name",
+    ),
+    "Reader": (
+        {"adapters/web/server.py", "adapters/store/transfer.py"},
+        "the web server's request answerer and an import's reader of streams: modules others are changing",
+    ),
+}
+
+
+def _defined(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
+    """The module's top-level classes, functions and assignments, by name (a TypeVar left out: it is local to
+    the signatures of its module)."""
+    found: list[tuple[str, ast.stmt]] = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            found.append((node.name, node))
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "TypeVar":
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [(t.id, node) for t in targets if isinstance(t, ast.Name)]
+    return found
+
+
+def _definitions() -> dict[str, dict[str, ast.stmt]]:
+    """Each top-level name of the product: the modules that define it, and how."""
+    found: dict[str, dict[str, ast.stmt]] = {}
+    for folder in PRODUCT:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name, node in _defined(ast.parse(path.read_text())):
+                found.setdefault(name, {})[path.relative_to(ROOT).as_posix()] = node
+    return found
+
+
+def _is_type_name(name: str) -> bool:
+    """CapWords (`Row`, `DirectLog`): a class or a type alias, not a CONSTANT."""
+    return name[:1].isupper() and not name.isupper()
+
+
+def _body(node: ast.stmt) -> str:
+    """A function's code without its docstring, to tell a copy from another function of the same name."""
+    assert isinstance(node, ast.FunctionDef)
+    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+    return "\n".join(ast.dump(statement) for statement in body) + ast.dump(node.args)
+
+
+def test_each_class_and_type_alias_has_one_name_and_one_definition() -> None:
+    """A type a reader meets in signatures (Row, Meta, Home, Log, Verdict...) is one thing, defined once:
+    the same shape imported from where it is defined, different things under different names."""
+    shared = {
+        name: set(where)
+        for name, where in _definitions().items()
+        if _is_type_name(name) and len(where) > 1 and set(where) != SHARED.get(name, (set(), ""))[0]
+    }
+    assert shared == {}, f"define it once and import it, or give each thing its own name: {shared}"
+
+
+def test_no_function_is_defined_twice() -> None:
+    """The same function in two modules (`dashed` was in three) is one definition imported. (Functions of one
+    name doing different things at different layers, as the `cancel` command and the domain's `cancel`, are
+    the same word end to end.)"""
+    copies = [
+        (name, sorted(where))
+        for name, where in _definitions().items()
+        if len(where) > 1
+        and all(isinstance(n, ast.FunctionDef) for n in where.values())
+        and len({_body(n) for n in where.values()}) < len(where)
+    ]
+    assert copies == [], f"one definition, imported where it is used: {copies}"
+
+
+def test_the_name_checks_see_a_shared_alias_and_a_copied_function() -> None:
+    one = ast.parse('Row = dict[str, Any]\nT = TypeVar("T")\ndef dashed(h):\n    """Doc."""\n    return h\n')
+    two = ast.parse("Row = tuple[Any, ...]\ndef dashed(h):\n    return h\n")
+    assert [n for n, _ in _defined(one)] == ["Row", "dashed"]
+    assert _is_type_name("Row") and _is_type_name("DirectLog") and not _is_type_name("BATCH")
+    first, second = dict(_defined(one))["dashed"], dict(_defined(two))["dashed"]
+    assert _body(first) == _body(second)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 from click.shell_completion import CompletionItem
 
+from ...projections.glance import configs_in_view, read_only
 from ...service.bootstrap import Services, bootstrap
 from ..home import DEFAULT_HOME, Home
+from ..runtime.table import deployer_names
 from ..store.port import Backend
 
 _WAIT_S = 0.2  # a Tab must not hang behind a writer
@@ -29,23 +29,10 @@ def configs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
     registered since the view last caught up (a cheap range read of the log's newest rows)."""
     names, position = set[str](), 0
     with _quietly():
-        names, position = _configs_in_view(_home(ctx).projections)
+        names, position = configs_in_view(_home(ctx).projections, _WAIT_S)
     with _quietly():
         names |= _configs_logged_after(_services(ctx).backend, position)
     return [CompletionItem(name) for name in sorted(names) if name.startswith(incomplete)]
-
-
-def _configs_in_view(folder: Path) -> tuple[set[str], int]:
-    if not (folder / "catalog.db").is_file():
-        return set(), 0
-    with _read_only(folder / "catalog.db") as db:
-        found = db.execute("SELECT file FROM current WHERE name = 'history'").fetchone()
-    if found is None:
-        return set(), 0
-    with _read_only(folder / found[0]) as db:
-        names = {row[0] for row in db.execute("SELECT name FROM configs")}
-        position = db.execute("SELECT position FROM tracking WHERE name = 'history'").fetchone()
-    return names, int(position[0]) if position else 0
 
 
 def _configs_logged_after(backend: Backend, position: int) -> set[str]:
@@ -58,9 +45,8 @@ def deployers(ctx: click.Context, param: click.Parameter, incomplete: str) -> li
     runtime = _home(ctx).runtime_db
     with _quietly():
         if runtime.is_file():
-            with _read_only(runtime) as db:
-                sql = "SELECT name FROM deployers WHERE pruned = 0 AND name >= ? ORDER BY name"
-                return _items(db, sql, incomplete)
+            with read_only(runtime, _WAIT_S) as db:
+                return [CompletionItem(n) for n in deployer_names(db, incomplete) if n.startswith(incomplete)]
     return []
 
 
@@ -72,20 +58,6 @@ def _services(ctx: click.Context) -> Services:
 
 def _home(ctx: click.Context) -> Home:
     return Home(ctx.find_root().params.get("home") or DEFAULT_HOME)
-
-
-def _items(db: sqlite3.Connection, sql: str, incomplete: str) -> list[CompletionItem]:
-    names = (row[0] for row in db.execute(sql, (incomplete,)))
-    return [CompletionItem(n) for n in names if isinstance(n, str) and n.startswith(incomplete)]
-
-
-@contextlib.contextmanager
-def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=_WAIT_S)
-    try:
-        yield db
-    finally:
-        db.close()
 
 
 @contextlib.contextmanager

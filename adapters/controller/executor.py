@@ -13,6 +13,7 @@ from ...domain import ids, phases
 from ...domain.deployment import Deployment
 from ...domain.errors import DomainError, NotFound
 from ...domain.freeze import ALL_ID
+from ...domain.meta import Meta
 from ...service import commands
 from ...service.application import RolloutsApp, WriteConflict, new_meta
 from ...service.claims import env_value as claim_env
@@ -20,8 +21,6 @@ from ...service.launch import Launch, launch_spec
 from ...service.moves import log_ids_by_position
 from ..runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
 from .plan import REPORTS, Action, Kind, is_gone
-
-Meta = dict[str, Any]
 
 
 class Executor:

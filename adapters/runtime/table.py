@@ -73,3 +73,10 @@ def forget_environments(db: sqlite3.Connection) -> None:
 def observed(row: sqlite3.Row) -> Observed:
     """A row of the table as the port's Observed."""
     return Observed(**{**dict(row), "pruned": bool(row["pruned"])})
+
+
+def deployer_names(db: sqlite3.Connection, prefix: str) -> list[str]:
+    """The names from `prefix` on, in order, of the deployers whose tombstones the history limit has not pruned
+    (shell completion's: the caller keeps those that start with `prefix`)."""
+    rows = db.execute("SELECT name FROM deployers WHERE pruned = 0 AND name >= ? ORDER BY name", (prefix,))
+    return [name for (name,) in rows if isinstance(name, str)]

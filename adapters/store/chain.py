@@ -47,7 +47,7 @@ class Break:
 
 
 @dataclass
-class Verdict:
+class ChainVerdict:
     """What a walk of the log from position zero found."""
 
     events: int = 0
@@ -64,7 +64,7 @@ class Verdict:
 
 def verify(
     rows: Iterable[tuple[int, Any, int, str, bytes, str | None]], keep: int | None = None, start: str = ZERO
-) -> Verdict:
+) -> ChainVerdict:
     """Recompute the chain over (position, stream, version, topic, state, stored hash) in position order.
 
     A row with no stream is a hash kept for an event that is gone; a row with no stored hash is an
@@ -74,7 +74,7 @@ def verify(
     position whose hash the verdict keeps (`--expect-head`). A walk of a part of the log starts from
     the hash stored before it (`start`). The loop is link() inlined: it runs once per event of the log.
     """
-    verdict = Verdict()
+    verdict = ChainVerdict()
     running, count, position = start, 0, 0
     missing: list[int] = []  # the run of events without a hash walked last: [first, last, how many]
     sha = hashlib.sha256
@@ -139,9 +139,9 @@ def hashes_after(previous: str, records: Iterable[tuple[Any, int, str, bytes]]) 
         yield previous
 
 
-def joined(parts: list[Verdict]) -> Verdict:
+def joined(parts: list[ChainVerdict]) -> ChainVerdict:
     """The verdict of consecutive parts of one log, walked apart."""
-    whole = Verdict()
+    whole = ChainVerdict()
     for part in parts:
         whole.events += part.events
         whole.unchained += part.unchained

@@ -15,7 +15,7 @@ from ...domain.errors import StoreProblem
 from ...projections.log_file import Row  # a notification as projections need it (one type for both)
 
 if TYPE_CHECKING:
-    from ...projections.source import Log
+    from ...projections.source import DirectLog
     from .url import StoreURL
 
 T = TypeVar("T")
@@ -122,7 +122,7 @@ class Backend(Protocol):
         """Up to `limit` events after position `after`, as Rows (`ids` memoises the dashed ids)."""
         ...
 
-    def rebuild_log(self, recorder: Any) -> Log:
+    def rebuild_log(self, recorder: Any) -> DirectLog:
         """Where a rebuild may read the log with connections of its own (None: through the recorder)."""
         ...
 
@@ -151,9 +151,3 @@ def first(row: Any) -> Any:
     if row is None:
         return None
     return next(iter(row.values())) if isinstance(row, dict) else row[0]
-
-
-def dashed(hex_id: str) -> str:
-    """The library stores UUIDs as 32 hex digits; projections use the usual dashed form."""
-    h = hex_id.replace("-", "")
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

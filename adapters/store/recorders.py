@@ -32,7 +32,7 @@ from ...domain.ids import seal_id
 from ..sql_lists import chunks, marks, padded, shape
 from . import chain
 from .failures import missing_table
-from .port import CHAIN_TABLE, LOG_TABLE
+from .port import CHAIN_TABLE, LOG_TABLE, Row
 
 if TYPE_CHECKING:
     from .port import Backend
@@ -102,16 +102,6 @@ class StoreNotEmpty(Exception):
     def __init__(self, head: int) -> None:
         super().__init__(f"the store is not empty (its log ends at position {head})")
         self.head = head
-
-
-class Row(NamedTuple):
-    """A stored event with its position, as projections decode it (records.Notification)."""
-
-    id: int
-    originator_id: Any
-    originator_version: int
-    topic: str
-    state: bytes
 
 
 class StatementCachingPool(SQLiteConnectionPool):
@@ -495,7 +485,7 @@ class Part:
     start: str
 
 
-def verify_part(part: Part, keep: int | None) -> chain.Verdict:
+def verify_part(part: Part, keep: int | None) -> chain.ChainVerdict:
     """In a worker process: the chain over one part of the log."""
     walk = sqlite_walk(part.db, part.table, part.lo, part.hi)
     return chain.verify(walk, keep, part.start)

@@ -23,6 +23,7 @@ from eventsourcing.persistence import StoredEvent
 
 from ...domain.errors import DomainError
 from ...domain.event_types import event_topics
+from ...domain.ids import dashed
 from ...domain.open_fold import OpenFold
 from ...projections.records import UndecodableEvent, topic_parts
 from . import chain
@@ -106,11 +107,6 @@ def _lines(rows: Iterable[HashedRow], log_id: str | None) -> Iterator[bytes]:
 def _bytes_or_text(state: Any) -> bytes | str:
     """A stored document as the parser takes it (a hand-edited row may hold text; a driver, a memoryview)."""
     return state if isinstance(state, str) else bytes(state)
-
-
-def dashed(hex_id: str) -> str:
-    """32 hex digits as a UUID's usual text (what str(UUID(...)) gives, without building one)."""
-    return f"{hex_id[:8]}-{hex_id[8:12]}-{hex_id[12:16]}-{hex_id[16:20]}-{hex_id[20:]}"
 
 
 def readable(topic: str, text: str) -> dict[str, Any]:

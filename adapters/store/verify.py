@@ -14,7 +14,7 @@ from .recorders import PARALLEL_FROM, verify_part
 
 def verify_log(
     recorder: Any, keep: int | None = None, workers: int | None = None, smallest: int | None = None
-) -> chain.Verdict:
+) -> chain.ChainVerdict:
     """Walk a chained recorder's log (adapters.recorders) from position zero.
 
     A long SQLite log is cut into one part per CPU, each walked by a process of its own from the

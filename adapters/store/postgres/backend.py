@@ -13,7 +13,7 @@ from ..port import APP_NAME, CACHE, LeaseSQL, Query, Row, Snapshot, StoreUnavail
 from ..url import PostgresURL
 
 if TYPE_CHECKING:
-    from ....projections.source import Log
+    from ....projections.source import DirectLog
 
 T = TypeVar("T")
 SCHEMA_LOCK = 7262011  # advisory lock: opens that create the schema and the log's tables
@@ -208,7 +208,7 @@ class PostgresBackend:
             )
         return self._selects[table]
 
-    def rebuild_log(self, recorder: Any) -> Log:
+    def rebuild_log(self, recorder: Any) -> DirectLog:
         """Where the log is, for a rebuild to read it with connections of its own."""
         from psycopg.conninfo import make_conninfo
 

@@ -8,14 +8,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ....domain.ids import dashed
 from ....projections.records import UndecodableEvent
 from ....projections.source import SQLiteLog
 from ...home import Home, private_file
-from ..port import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable, dashed
+from ..port import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable
 from ..url import SQLiteInHome
 
 if TYPE_CHECKING:
-    from ....projections.source import Log
+    from ....projections.source import DirectLog
 
 T = TypeVar("T")
 MEMO_IDS = 5_000  # a rebuild's batch shares them; a long-lived reader must not keep every id
@@ -114,7 +115,7 @@ class SQLiteBackend:
             odd = next((n for n, o, *_ in rows if type(o) is not str), rows[0][0])
             raise UndecodableEvent(f"the event at position {odd}", error) from None
 
-    def rebuild_log(self, recorder: Any) -> Log:
+    def rebuild_log(self, recorder: Any) -> DirectLog:
         """The log's SQLite file, for projections to read with SQLite itself (not when in memory)."""
 
         pool = recorder.datastore.pool

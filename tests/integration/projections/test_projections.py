@@ -28,6 +28,7 @@ import sqlite_utils
 
 import rollouts.projections.build as build_module
 import rollouts.projections.build_worker as worker_module
+import rollouts.projections.fold_files as fold_files_module
 import rollouts.projections.rows as rows_module
 import rollouts.projections.store as store_module
 from rollouts.adapters.home import Home
@@ -591,7 +592,7 @@ def test_a_rebuild_whose_folds_forget_rows_as_it_goes_equals_the_live_tables(
     a row they do not know must be read back, not taken for missing. Here they forget every few batches."""
     log, live = random_home
     monkeypatch.setattr(rows_module, "CACHE_ROWS", 8)
-    monkeypatch.setattr(build_module, "FLUSH", 3)
+    monkeypatch.setattr(fold_files_module, "FLUSH", 3)
     monkeypatch.setattr(build_module, "REBUILD_BATCH", 2)
     store = log.store()
     store.rebuild()
