@@ -35,7 +35,7 @@ class Mark:
 
 
 @dataclass(frozen=True)
-class Row:
+class AttemptBar:
     a: Attempt
     label: str
     y: int
@@ -79,7 +79,7 @@ def svg(attempts: list[Attempt], now: datetime) -> str:
             for moment, kind, text in a.marks
         )
         y = AXIS + index * ROW
-        rows.append(Row(a, label, y, f"{x:.2f}", f"{width:.2f}", tip, _note(a, x, width), marks))
+        rows.append(AttemptBar(a, label, y, f"{x:.2f}", f"{width:.2f}", tip, _note(a, x, width), marks))
     ticks = _axis(begin, total, scale)
     return pages.render(
         "timeline.svg", rows=rows, ticks=ticks, width=WIDTH, height=height, left=LEFT, bar=BAR, axis=AXIS
