@@ -18,11 +18,13 @@ from copy import deepcopy
 from datetime import datetime
 from enum import Enum
 from itertools import chain
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import AggregateRecorder, StoredEvent
+
+from .opening import ChainedLog, SnapshotTable
 
 Wanted = Sequence[tuple[UUID, int | None]]  # a stream, and the version cached (None: not cached)
 
@@ -76,7 +78,7 @@ class PreloadingRepository(Repository[UUID]):
     def _reconstruct_aggregate(self, aggregate_id: UUID, version: int | None, projector_func: Any) -> Any:
         """As the library does (its last snapshot, then the events after), in one query, not two,
         where the recorder can (PostgreSQL); an older version, or another log, as the library does."""
-        if version is not None or not hasattr(self.event_store.recorder, "events_after"):
+        if version is not None or not isinstance(self.event_store.recorder, ChainedLog):
             return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
         events, snapshots = self._events_after([(aggregate_id, None)])
         found = chain(snapshots.get(aggregate_id, []), events.get(aggregate_id, []))
@@ -120,9 +122,9 @@ class PreloadingRepository(Repository[UUID]):
         not cached), and those snapshots: in one query where the recorder can, else stream by stream."""
         recorder = self.event_store.recorder
         snapshots = self.snapshot_store.recorder if self.snapshot_store is not None else None
-        many = getattr(recorder, "events_after", None)
-        if many is not None:
-            stored, stored_snapshots = many(wanted, snapshots)
+        if isinstance(recorder, ChainedLog):  # ours: in one query (a plain library recorder: stream by stream)
+            # (the library's SQLite and PostgreSQL recorders of snapshots name their table and datastore)
+            stored, stored_snapshots = recorder.events_after(wanted, cast("SnapshotTable | None", snapshots))
         else:
             stored, stored_snapshots = _one_by_one(recorder, snapshots, wanted)
         to_event = self.event_store.mapper.to_domain_event
@@ -137,7 +139,9 @@ def _project(aggregate: Any, events: Iterable[Any]) -> Any:
     return aggregate
 
 
-def _one_by_one(recorder: Any, snapshots: Any, wanted: Wanted) -> tuple[list[StoredEvent], list[StoredEvent]]:
+def _one_by_one(
+    recorder: AggregateRecorder, snapshots: AggregateRecorder | None, wanted: Wanted
+) -> tuple[list[StoredEvent], list[StoredEvent]]:
     """What the library's get reads, for each stream in turn (a local log: no round trip to save)."""
     events: list[StoredEvent] = []
     found: list[StoredEvent] = []
@@ -172,7 +176,7 @@ def copy_of(aggregate: Any) -> Any:
     if not (_copies_plainly(kind) and hasattr(aggregate, "__dict__")):
         return deepcopy(aggregate)
     memo: dict[int, Any] = {}
-    twin = kind.__new__(kind)
+    twin = kind.__new__(kind)  # type: ignore[call-overload]  # an aggregate class, not a metaclass
     twin.__dict__.update({name: _copied(value, memo) for name, value in vars(aggregate).items()})
     return twin
 
