@@ -38,7 +38,7 @@ def snapshot_breaks(recorder: LogRecorder) -> list[chain.Break]:
     """Each stored snapshot that is not its stream's events folded to its version, as a break at the
     position of that version's event (0 when the stream has none)."""
     transcoder = _transcoder()
-    mapper = Mapper(transcoder=transcoder)
+    mapper: Mapper[UUID] = Mapper(transcoder=transcoder)
     found = []
     for stream, rows in groupby(recorder.snapshot_rows(), key=lambda row: str(row[0])):
         snapshots = list(rows)
@@ -81,7 +81,7 @@ def _events(recorder: LogRecorder, mapper: Mapper[UUID], stream: UUID, until: in
         yield mapper.to_domain_event(stored)
 
 
-def _same(transcoder: Transcoder, topic: str, state: bytes, taken: Snapshot[Any]) -> bool:
+def _same(transcoder: Transcoder, topic: str, state: bytes, taken: Snapshot) -> bool:
     """Whether the stored snapshot (`topic`, `state`) holds what `taken` (the fold's snapshot) holds, both
     written by the transcoder (the time each was taken aside)."""
     try:

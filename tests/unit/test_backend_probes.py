@@ -19,9 +19,7 @@ PROBES = {
         r"\b(SQLiteApplicationRecorder|PostgresApplicationRecorder|SQLiteDatastore|PostgresDatastore)\b"
     ),
     "a recorder's backend reached through it": re.compile(r"recorder\)?\.backend\b"),
-    "a recorder or datastore probed for an attribute": re.compile(
-        r"\b(hasattr|getattr)\([^,)]*(recorder|datastore)\b"
-    ),
+    "a recorder or datastore probed for an attribute": re.compile(r"\b(hasattr|getattr)\([^,)]*(recorder|datastore)\b"),
     "the store URL's kind asked": re.compile(r"isinstance\([^)]*\b(PostgresURL|SQLiteInHome)\b"),
     "the command's --store tested": re.compile(
         r"\bstate\.store\b(?!_)|\b(if|not|and)\s+[\w.()]*params\.get\([\"']store[\"']\)"

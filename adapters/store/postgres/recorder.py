@@ -12,7 +12,9 @@ import psycopg
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, ProgrammingError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import register_topic, retry
+from psycopg import Connection, Cursor
 from psycopg.pq import TransactionStatus
+from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composable, Identifier
 
 from ....domain.ids import seal_id
@@ -168,7 +170,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
             self._session_user = first_value(self._query("SELECT session_user", ()))
         return self._session_user or ""
 
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+    def insert_events(  # (kwargs: the library's signature; ours are guards and head, application.save's)
+        self,
+        stored_events: Sequence[StoredEvent],
+        **kwargs: Any,  # why: the library's signature
+    ) -> Sequence[int] | None:
         """The library's save (lock, notify, insert), chained, in two round trips, not five: all up to
         the insert in one, the hashes and the commit in the other (the library nests a transaction in
         its pipeline, and each level syncs).
@@ -214,7 +220,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
                         return found
                 raise
 
-    def _send(self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards, head: int | None) -> list[int]:
+    def _send(
+        self, conn: Connection[DictRow], stored_events: Sequence[StoredEvent], guards: Guards, head: int | None
+    ) -> list[int]:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
             ids = self._append(conn, stored_events, guards, pipeline.sync, head)
@@ -240,7 +248,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
 
     def _append(
         self,
-        conn: Any,
+        conn: Connection[DictRow],
         stored_events: Sequence[StoredEvent],
         guards: Guards,
         sync: Callable[[], None],
@@ -274,8 +282,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
         sync()
         if sealed is not None and (seal := sealed.fetchone()) is not None:
             raise LogSealed(self._log_id or "", seal["notification_id"])
-        if ended is not None and (now := ended.fetchone()["head"]) != head:
-            raise HeadMoved(f"the log went on from position {head} to {now} meanwhile")
+        if ended is not None and (ends := (ended.fetchone() or {}).get("head")) != head:
+            raise HeadMoved(f"the log went on from position {head} to {ends} meanwhile")
         if found is not None:
             now = {row["id"]: row["v"] for row in found.fetchall()}
             check_guards([(stream, now.get(stream)) for stream, _ in guards], guards)
@@ -285,14 +293,16 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
         self._chain(conn, ids, stored_events, last.fetchone())
         return ids
 
-    def _guard(self, conn: Any, guards: Guards) -> Any:
+    def _guard(self, conn: Connection[DictRow], guards: Guards) -> Cursor[DictRow]:
         """The versions of the guarded streams now (under the lock, before the insert), in one query:
         a cursor to read once the pipeline has answered."""
         found = conn.cursor()
         found.execute(self._sql_guard, (list({stream for stream, _ in guards}),))  # each stream asked once
         return found
 
-    def _chain(self, conn: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent], last: Any) -> None:
+    def _chain(
+        self, conn: Connection[DictRow], ids: Sequence[int], stored_events: Sequence[StoredEvent], last: DictRow | None
+    ) -> None:
         """Hash the events at `ids` after `last`, the chain's last row before them (None: empty)."""
         curs = conn.cursor()
         after, previous = (last["position"], last["hash"]) if last else (0, chain.ZERO)

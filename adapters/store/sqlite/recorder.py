@@ -63,7 +63,11 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
             with self.datastore.transaction(commit=True) as c:
                 c.execute(f"INSERT INTO {LOG_TABLE} VALUES (?, datetime('now'))", (uuid.uuid4().hex,))
 
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+    def insert_events(
+        self,
+        stored_events: Sequence[StoredEvent],
+        **kwargs: Any,  # why: the library's signature (guards, head)
+    ) -> Sequence[int] | None:
         if self.synchronous is None:
             return super().insert_events(stored_events, **kwargs)
         with self.datastore.get_connection(commit=True) as conn:
@@ -73,7 +77,10 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
                 return self._insert_events(c, stored_events, **kwargs)
 
     def _insert_events(
-        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+        self,
+        c: SQLiteCursor,
+        stored_events: Sequence[StoredEvent],
+        **kwargs: Any,  # why: the library's signature
     ) -> Sequence[int] | None:
         ids = super()._insert_events(c, stored_events, **kwargs)
         if ids:
