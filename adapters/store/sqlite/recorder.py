@@ -153,7 +153,9 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
                 raise StoreNotEmpty(head)
             last = 0
             for batch in batches:
-                rows = [(p, _hex(e.originator_id), e.originator_version, e.topic, e.state) for p, e, _ in batch]
+                rows = [
+                    (p, chain.stream_hex(e.originator_id), e.originator_version, e.topic, e.state) for p, e, _ in batch
+                ]
                 c.executemany(insert, rows)
                 ids, events = chained_part(batch)
                 if ids:
@@ -176,7 +178,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
                 c.executemany(
                     insert,
                     [
-                        (p, _hex(e.originator_id), e.originator_version, e.topic, e.state)
+                        (p, chain.stream_hex(e.originator_id), e.originator_version, e.topic, e.state)
                         for p, e in zip(ids, added, strict=True)
                     ],
                 )
@@ -389,11 +391,6 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
         file consistent; only a power loss may forget the last commits: for this bookkeeping, a
         notification sent again with the same Idempotency-Key. Every other writer keeps the default."""
         self.synchronous = "NORMAL"  # set on the writer's connection before each save
-
-
-def _hex(stream: UUID | str) -> str:
-    """A stream's id as the log stores it (32 hex digits; the library's events carry UUIDs)."""
-    return stream.hex if isinstance(stream, UUID) else stream
 
 
 # The library names these classes by module path in its settings (PERSISTENCE_MODULE, APPLICATION_RECORDER_TOPIC):
