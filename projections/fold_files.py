@@ -9,13 +9,13 @@ at are read but not decoded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from . import files
 from .files import Tracked
-from .log_file import LogFile
+from .log_file import LogFile, Make
 from .projection import Fold, Progress, Projection
 from .records import Record, decode, decode_stamped, record, record_stamped, topic_parts
 from .source import DirectLog, EventSource, PostgresLog
@@ -143,6 +143,13 @@ class TopicDecoders(dict[str, Decoder | None]):
         return how
 
 
+@runtime_checkable
+class LogRecords(Protocol):
+    """A reader of the log itself (LogFile, PostgresLogFile), not an EventSource: it makes the records."""
+
+    def records(self, after: int, upto: int, wanted: Mapping[str, Make | None], skipped: list[str]) -> list[Record]: ...
+
+
 def fold_all(
     source: EventSource | LogFile | PostgresLogFile,
     folds: Sequence[Fold],
@@ -153,16 +160,17 @@ def fold_all(
     """Offer every event to `folds`, `batch` at a time: all of the log to `head` (and a little past,
     from an EventSource; exactly to it from a reader of the log itself)."""
     at = flushed = 0
-    direct = hasattr(source, "records")  # a LogFile or a PostgresLogFile, not an EventSource
+    reader = source if isinstance(source, LogRecords) else None  # a LogFile or a PostgresLogFile: the log itself
+    direct = reader is not None
     wanted = TopicDecoders(folds, record, record_stamped) if direct else TopicDecoders(folds)
     # Folds that read the log themselves want no record: past the first batch (whose topics SQLAuditFold
     # lists for SQLite to look up), only the positions are offered to them.
     unread = direct and all(fold.reads_itself for fold in folds)
     while at < head:
-        if direct:
+        if reader is not None:
             upto = min(at + batch, head)
             reading = not (unread and at)
-            records = source.records(at, upto, wanted, wanted.skipped) if reading else []  # type: ignore[union-attr]
+            records = reader.records(at, upto, wanted, wanted.skipped) if reading else []
             at = upto
         else:
             notifications = source.read(at, batch)

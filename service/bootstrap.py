@@ -6,13 +6,12 @@ asks `bootstrap(home, store)` for what it needs; nothing else wires the applicat
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..adapters.home import Home
 from ..adapters.store.backends import backend_for
-from ..adapters.store.port import APP_NAME, Backend
+from ..adapters.store.port import Backend, LogRecorder
 from ..adapters.store.url import StoreURL, parse_store
 
 if TYPE_CHECKING:
@@ -32,23 +31,16 @@ class Services:
         self.home.ensure()
         from .application import RolloutsApp  # start-up cost: read commands never load the app
 
-        app = self.backend.open(lambda base: RolloutsApp(env={**base, **env}), reading=False)
-        app.recorder.backend = self.backend
-        return app
+        def construct(base: dict[str, str]) -> RolloutsApp:
+            return RolloutsApp(env={**base, **env})
 
-    def open_recorder(self) -> Any:
+        return self.backend.open_app(construct)
+
+    def open_recorder(self) -> LogRecorder:
         """Only the log's recorder, for reads: no aggregates, no application to import. On a PostgreSQL
         store it attempts no DDL, so a role that may only SELECT can read; a store with no log is refused."""
-        from eventsourcing.persistence import InfrastructureFactory
-        from eventsourcing.utils import Environment
-
-        def construct(env: dict[str, str]) -> Any:
-            return InfrastructureFactory.construct(Environment(APP_NAME, {**os.environ, **env})).application_recorder()
-
         self.home.ensure()
-        recorder = self.backend.open(construct, reading=True)
-        recorder.backend = self.backend
-        return recorder
+        return self.backend.open_recorder()
 
 
 def bootstrap(home: Home | str | Path, store: StoreURL | str | None = None) -> Services:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..adapters import settings
 from ..adapters.runtime.shim import boot_clock
-from ..adapters.store.port import first
+from ..adapters.store.port import LogRecorder, first
 from ..domain.errors import StoreProblem
 
 if TYPE_CHECKING:
@@ -28,28 +28,28 @@ def lease_seconds() -> float:
     return settings.lease_seconds()
 
 
-def freshest_age(recorder: Any) -> float | None:
+def freshest_age(recorder: LogRecorder) -> float | None:
     """Seconds since any claimant last renewed its lease (by the database's clock); None when none
     ever did. Reads only: no table is created, so a reader needs no more than SELECT."""
-    backend, datastore = recorder.backend, recorder.datastore
-    if not backend.table_exists(datastore, TABLE):
+    beside = recorder.beside
+    if not beside.table_exists(TABLE):
         return None
-    with datastore.transaction(commit=False) as cursor:
-        cursor.execute(f"SELECT {backend.lease.now} - max(renewed_at) AS age FROM {backend.table(TABLE)}")
+    with beside.transaction(commit=False) as cursor:
+        cursor.execute(f"SELECT {beside.lease.now} - max(renewed_at) AS age FROM {beside.table(TABLE)}")
         age = first(cursor.fetchone())
     return None if age is None else float(age)
 
 
-def lease_live(recorder: Any, claimant: str) -> bool:
+def lease_live(recorder: LogRecorder, claimant: str) -> bool:
     """Whether `claimant`'s lease has not expired by the database's clock (its own length, or this host's
     for a row made before leases kept theirs). Reads only."""
-    backend, datastore = recorder.backend, recorder.datastore
-    if not backend.table_exists(datastore, TABLE):
+    beside = recorder.beside
+    if not beside.table_exists(TABLE):
         return False
-    m = backend.lease.mark
-    with datastore.transaction(commit=False) as cursor:
+    m = beside.lease.mark
+    with beside.transaction(commit=False) as cursor:
         cursor.execute(
-            f"SELECT {backend.lease.now} - renewed_at <= coalesce(seconds, {m}) FROM {backend.table(TABLE)}"
+            f"SELECT {beside.lease.now} - renewed_at <= coalesce(seconds, {m}) FROM {beside.table(TABLE)}"
             f" WHERE claimant = {m}",
             (lease_seconds(), claimant),
         )
@@ -71,27 +71,25 @@ class Leases:
     holds, unexpired, is not taken (ClaimantShared)."""
 
     def __init__(self, app: RolloutsApp, seconds: float | None = None, where: str | None = None) -> None:
-        self.backend = app.recorder.backend
-        self.datastore = app.recorder.datastore
+        self.beside = app.recorder.beside
         self.seconds = seconds or lease_seconds()
         self.where = where
-        self.table = self.backend.table(TABLE)
-        self.now, self.mark, self.longer = self.backend.lease
+        self.table = self.beside.table(TABLE)
+        self.now, self.mark, self.longer = self.beside.lease
         self.renewed = 0.0  # time.monotonic() when the last renewal was sent
         self.renewed_boot = 0.0  # the same moment by the boot clock (what the shims compare their limit with)
-        self.backend.create_table(
-            self.datastore,
+        self.beside.create_table(
             f"CREATE TABLE IF NOT EXISTS {self.table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION, "
             + ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
             + ")",
         )
-        have = self.backend.columns(self.datastore, TABLE)
+        have = self.beside.columns(TABLE)
         for name, kind in COLUMNS.items():  # to a table made before them (its rows' lengths and holders: NULL)
             if name not in have:
-                self.backend.add_column(self.datastore, TABLE, name, kind)
+                self.beside.add_column(TABLE, name, kind)
 
-    def _execute(self, sql: str, params: tuple[Any, ...] = (), *, fetch: bool = False) -> list[Any]:
-        with self.datastore.transaction(commit=True) as cursor:
+    def _execute(self, sql: str, params: tuple[object, ...] = (), *, fetch: bool = False) -> list[Any]:  # why: rows
+        with self.beside.transaction(commit=True) as cursor:
             cursor.execute(sql, params)
             return list(cursor.fetchall()) if fetch else []
 

@@ -2,7 +2,7 @@
 
 A seal is decided on the whole log (no deployment Pending or Running) and saved only if the log still
 ends where that decision read it; from then on the recorders refuse every append to the sealed log
-(recorders.LogSealed), in the very transaction that would append. An import makes a new log: the
+(log_recorder.LogSealed), in the very transaction that would append. An import makes a new log: the
 store keeps its own id, and the import's transaction ends with the log's origin (the source's id
 and head) and, for a fork, every deployment left open failed, so nothing of the old history can be
 claimed there again.
@@ -17,7 +17,7 @@ from uuid import UUID, uuid4
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import StoredEvent
 
-from ..adapters.store.recorders import LogSealed
+from ..adapters.store.log_recorder import LogSealed
 from ..domain import rollout
 from ..domain.errors import DomainError
 from ..domain.ids import origin_id
@@ -29,6 +29,7 @@ from ..projections.records import record
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..adapters.store.port import LogRecorder
     from ..adapters.store.transfer import Checked, Reader
     from .application import RolloutsApp
 
@@ -73,7 +74,7 @@ def seal(app: RolloutsApp, reason: str | None, meta: Meta) -> Seal:
     return Seal(position or found.position, found.head, found.head_hash)
 
 
-def _active(recorder: Any, head: int) -> list[tuple[str, int]]:
+def _active(recorder: LogRecorder, head: int) -> list[tuple[str, int]]:
     """(config, revision) of the deployments Pending or Running at `head`: the log folded from zero."""
     fold = OpenFold()
     for position, stream, version, topic, state, _ in recorder.hashed_events(1, head):
@@ -83,7 +84,7 @@ def _active(recorder: Any, head: int) -> list[tuple[str, int]]:
     return fold.active()
 
 
-def check_unsealed(recorder: Any) -> None:
+def check_unsealed(recorder: LogRecorder) -> None:
     """LogSealed when the log is sealed (a controller stops: its log moved)."""
     if (position := recorder.sealed()) is not None:
         raise LogSealed(recorder.log_id() or "", position)
@@ -140,7 +141,7 @@ def _aggregates(app: RolloutsApp, events: list[StoredEvent]) -> dict[UUID, Any]:
     return found
 
 
-def origin_of(recorder: Any) -> dict[str, Any] | None:
+def origin_of(recorder: LogRecorder) -> dict[str, Any] | None:
     """Where this log came from (`log verify -o json`): None for a log made here."""
     import orjson
 

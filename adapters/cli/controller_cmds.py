@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +17,9 @@ from ..runtime.local import LocalRuntime
 from ..runtime.shim import undumpable
 from .state import State, pass_state
 from .types import Seconds
+
+if TYPE_CHECKING:
+    from ..store.port import LogRecorder
 
 
 @click.group()
@@ -122,7 +125,7 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
     raise click.exceptions.Exit(code)
 
 
-def _check_log(state: State, recorder: Any) -> None:
+def _check_log(state: State, recorder: LogRecorder) -> None:
     """Before each pass: the home's binding holds, and the log is not sealed (it moved: the controller exits 1)."""
 
     state.check_log(recorder)

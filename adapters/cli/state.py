@@ -26,7 +26,7 @@ from ..store.url import SQLiteInHome, StoreURL, parse_store
 
 if TYPE_CHECKING:
     from ...service.application import RolloutsApp
-    from ..store.port import Backend
+    from ..store.port import Backend, LogRecorder
 
 
 class State:
@@ -42,7 +42,7 @@ class State:
         self._recorded: tuple[str | None, int, str | None] | None = None  # what check_log last wrote to the binding
         self._no_log: bool | None = None
         self._app: RolloutsApp | None = None
-        self._recorder: Any = None  # a bare recorder, when a read opened no application
+        self._recorder: LogRecorder | None = None  # a bare recorder, when a read opened no application
         self._projections: Any = None
         self._problem: str | None = None
         self._checked = False  # whether _problem is known (log_problem)
@@ -138,7 +138,7 @@ class State:
         return self._app
 
     @property
-    def recorder(self) -> Any:
+    def recorder(self) -> LogRecorder:
         """The log's recorder: the application's when it is open, else a bare one (reads stay light)."""
         if self._recorder is not None:
             return self._recorder
@@ -186,7 +186,7 @@ class State:
 
         return new_meta(self.actor, self.app.recorder.session_user(), **extra)
 
-    def log_problem(self, recorder: Any) -> str | None:
+    def log_problem(self, recorder: LogRecorder) -> str | None:
         """Why this home must not act on the store's log (another log, one that went back, or one whose
         history to the position seen changed: binding.Binding.problem), if it must not."""
 
@@ -222,7 +222,7 @@ class State:
         self._checked = False
         return self.log_problem(self.recorder)
 
-    def check_log(self, recorder: Any) -> None:
+    def check_log(self, recorder: LogRecorder) -> None:
         """For a long-lived command (the controller): check the binding again, and remember the head."""
 
         self._checked = False
@@ -253,7 +253,7 @@ class State:
         if self._app is not None:
             self._app.close()
         if self._recorder is not None:
-            self._recorder.datastore.close()
+            self._recorder.close()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 

@@ -325,9 +325,9 @@ class Controller:
             except Exception:  # noqa: BLE001 - the log cannot say: nothing is known committed
                 moved = False
             if moved:
-                raise PassCutShort(problem or self.app.recorder.backend.describe(error)) from error
+                raise PassCutShort(problem or self.app.recorder.describe(error)) from error
             if problem is None:
-                raise StoreUnavailable(f"the pass failed: {self.app.recorder.backend.describe(error)}") from error
+                raise StoreUnavailable(f"the pass failed: {self.app.recorder.describe(error)}") from error
             raise
 
     def _lead(self, twins: Twins, deadline: float | None) -> bool:

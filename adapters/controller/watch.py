@@ -37,11 +37,10 @@ class Watch:
 
     def __init__(self, app: RolloutsApp, runtime: Runtime, interval: float) -> None:
         self._runtime = runtime
-        backend = app.recorder.backend
-        logs = backend.watched_files(app.recorder)
+        logs = app.recorder.watched_files()
         self._files = _Inotify.of([runtime.database, *logs])
         self._log = _connect(logs[0]) if logs and self._files is None else None
-        self._listener = backend.listener(app.recorder)
+        self._listener = app.recorder.listener()
         self.every = min(interval, max(FASTEST_S, interval / 10))
         self._mark: tuple[int, int] = (0, 0)
 

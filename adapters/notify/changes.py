@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from ...domain import phases
 from ...domain.notification import Change, kind_of, reason_of
 from ...projections.records import decode, document, topic_parts
 from ..store.reader import RecorderSource
+
+if TYPE_CHECKING:
+    from ..store.port import LogRecorder
 
 PAGE = 500
 MEMO_STREAMS = 10_000
@@ -29,7 +32,7 @@ class ChangeReader:
     """Reads the log's deployment changes. A deployment's phase before an event is remembered from
     its previous event when that was read; otherwise its stream is folded up to there (a few events)."""
 
-    def __init__(self, recorder: Any) -> None:
+    def __init__(self, recorder: LogRecorder) -> None:
         self.recorder = recorder
         self.source = RecorderSource(recorder)
         self.seen: dict[str, Seen] = {}

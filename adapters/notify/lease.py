@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from .. import settings
-from ..store.port import first
+from ..store.port import LogRecorder, first
 
 TABLE = "rollouts_sink_leases"
 
@@ -22,22 +22,20 @@ def lease_seconds(timeout: float) -> float:
 
 
 class SinkLeases:
-    def __init__(self, recorder: Any, holder: str, seconds: float) -> None:
-        backend = recorder.backend
-        self.datastore = recorder.datastore
+    def __init__(self, recorder: LogRecorder, holder: str, seconds: float) -> None:
+        self.beside = recorder.beside
         self.holder = holder
         self.seconds = seconds
-        self.table = backend.table(TABLE)
-        self.now, self.mark, _ = backend.lease
+        self.table = self.beside.table(TABLE)
+        self.now, self.mark, _ = self.beside.lease
         self.held: dict[str, float] = {}  # sink -> monotonic time our lease surely lasts until
-        backend.create_table(
-            self.datastore,
+        self.beside.create_table(
             f"CREATE TABLE IF NOT EXISTS {self.table} "
             "(sink TEXT PRIMARY KEY, holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)",
         )
 
     def _execute(self, sql: str, params: tuple[Any, ...] = (), fetch: bool = False) -> list[Any]:
-        with self.datastore.transaction(commit=True) as cursor:
+        with self.beside.transaction(commit=True) as cursor:
             cursor.execute(sql, params)
             return list(cursor.fetchall()) if fetch else []
 

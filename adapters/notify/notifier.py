@@ -64,7 +64,7 @@ class Notifier:
             try:
                 if self.app is None:
                     self.app = self.open_app()
-                    self.app.recorder.backend.relax_durability(self.app)  # its own bookkeeping only
+                    self.app.recorder.relax_durability()  # its own bookkeeping only
                     timeout = timeout_seconds()
                     self.leases = SinkLeases(self.app.recorder, self.holder, lease_seconds(timeout))
                 self._find()

@@ -14,7 +14,7 @@ from ...domain.errors import DomainError
 from ...domain.notification import Change
 from ...service import sinks
 from ...service.moves import check_unsealed, log_ids_by_position
-from ..store.recorders import LogSealed
+from ..store.log_recorder import LogSealed
 from .changes import ChangeReader
 from .http import Poster
 

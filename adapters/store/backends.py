@@ -12,7 +12,7 @@ from .url import PostgresURL, StoreURL
 
 if TYPE_CHECKING:
     from .postgres.recorder import ChainedPostgresRecorder
-    from .recorders import ChainedSQLiteRecorder
+    from .sqlite.recorder import ChainedSQLiteRecorder
 
     ChainedRecorder: TypeAlias = ChainedSQLiteRecorder | ChainedPostgresRecorder  # the recorder a backend opens
 

@@ -106,7 +106,7 @@ def record(runtime: Path, log_id: str | None, head: int, hash_: str | None, *, r
     with _locked(runtime):
         old = None if replace else load(runtime)
         if old is None or head > old.seen or (head == old.seen and old.hash is None):
-            new = Binding(log_id or (old and old.log_id), head, hash_)
+            new = Binding(log_id or (old.log_id if old is not None else None), head, hash_)
         else:
             new = Binding(log_id or old.log_id, old.seen, old.hash)
         if new != old:

@@ -13,25 +13,44 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from copy import deepcopy
 from datetime import datetime
 from enum import Enum
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import AggregateRecorder, EventStore, StoredEvent
 
+from .opening import ChainedLog, SnapshotTable
+
+T = TypeVar("T")
 Wanted = Sequence[tuple[UUID, int | None]]  # a stream, and the version cached (None: not cached)
 
 
 class PreloadingRepository(Repository[UUID]):
     """The library's repository; inside `preloaded(ids)`, a load of one of `ids` reads nothing."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        event_store: EventStore[UUID],
+        *,
+        snapshot_store: EventStore[UUID] | None = None,
+        cache_maxsize: int | None = None,
+        fastforward: bool = True,
+        fastforward_skipping: bool = False,
+        deepcopy_from_cache: bool = True,
+    ) -> None:
+        super().__init__(
+            event_store,
+            snapshot_store=snapshot_store,
+            cache_maxsize=cache_maxsize,
+            fastforward=fastforward,
+            fastforward_skipping=fastforward_skipping,
+            deepcopy_from_cache=deepcopy_from_cache,
+        )
         self._local = threading.local()  # a window is one thread's (a notifier's thread loads its own)
 
     @contextlib.contextmanager
@@ -50,7 +69,13 @@ class PreloadingRepository(Repository[UUID]):
         window = getattr(self._local, "window", None)
         return window is not None and aggregate_id in window
 
-    def get(self, aggregate_id: UUID, *, version: int | None = None, **kwargs: Any) -> Any:
+    def get(  # why Any: the library's get is generic over the aggregate's class, and its caller names it
+        self,
+        aggregate_id: UUID,
+        *,
+        version: int | None = None,
+        **kwargs: Any,  # why: the library's options
+    ) -> Any:  # why: the aggregate the caller asked for
         window = getattr(self._local, "window", None)
         if window is None or version is not None or aggregate_id not in window:
             return self._library_get(aggregate_id, version, **kwargs)
@@ -61,7 +86,12 @@ class PreloadingRepository(Repository[UUID]):
             return copy_of(found)
         return found
 
-    def _library_get(self, aggregate_id: UUID, version: int | None, **kwargs: Any) -> Any:
+    def _library_get(
+        self,
+        aggregate_id: UUID,
+        version: int | None,
+        **kwargs: Any,  # why: the library's get's options
+    ) -> Any:  # why: the aggregate the caller asked for
         """The library's get, its copy of a cached aggregate made by copy_of (deepcopy's equal, at a fraction
         of its cost: deepcopy was a quarter of a `latest --supersede`), its events applied without its
         check of each against a Protocol (as _project)."""
@@ -73,10 +103,15 @@ class PreloadingRepository(Repository[UUID]):
             return copy_of(found)
         return found
 
-    def _reconstruct_aggregate(self, aggregate_id: UUID, version: int | None, projector_func: Any) -> Any:
+    def _reconstruct_aggregate(
+        self,
+        aggregate_id: UUID,
+        version: int | None,
+        projector_func: Any,  # why: the library's ProjectorFunction, generic over the aggregate
+    ) -> Any:  # why: that aggregate
         """As the library does (its last snapshot, then the events after), in one query, not two,
         where the recorder can (PostgreSQL); an older version, or another log, as the library does."""
-        if version is not None or not hasattr(self.event_store.recorder, "events_after"):
+        if version is not None or not isinstance(self.event_store.recorder, ChainedLog):
             return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
         events, snapshots = self._events_after([(aggregate_id, None)])
         found = chain(snapshots.get(aggregate_id, []), events.get(aggregate_id, []))
@@ -107,7 +142,7 @@ class PreloadingRepository(Repository[UUID]):
             window[i] = aggregate
         return window
 
-    def _cached(self, aggregate_id: UUID) -> Any:
+    def _cached(self, aggregate_id: UUID) -> Any:  # why: an aggregate of any class, or None
         if self.cache is None:
             return None
         try:
@@ -120,16 +155,16 @@ class PreloadingRepository(Repository[UUID]):
         not cached), and those snapshots: in one query where the recorder can, else stream by stream."""
         recorder = self.event_store.recorder
         snapshots = self.snapshot_store.recorder if self.snapshot_store is not None else None
-        many = getattr(recorder, "events_after", None)
-        if many is not None:
-            stored, stored_snapshots = many(wanted, snapshots)
+        if isinstance(recorder, ChainedLog):  # ours: in one query (a plain library recorder: stream by stream)
+            # (the library's SQLite and PostgreSQL recorders of snapshots name their table and datastore)
+            stored, stored_snapshots = recorder.events_after(wanted, cast("SnapshotTable | None", snapshots))
         else:
             stored, stored_snapshots = _one_by_one(recorder, snapshots, wanted)
         to_event = self.event_store.mapper.to_domain_event
         return _by_stream(stored, to_event), _by_stream(stored_snapshots, to_event)
 
 
-def _project(aggregate: Any, events: Iterable[Any]) -> Any:
+def _project(aggregate: Any, events: Iterable[Any]) -> Any:  # why: any aggregate class, and its events
     """The library's project_aggregate without its check of each event against a Protocol (slow in Python
     3.11, and every event here was made by the library's mapper)."""
     for event in events:
@@ -137,7 +172,9 @@ def _project(aggregate: Any, events: Iterable[Any]) -> Any:
     return aggregate
 
 
-def _one_by_one(recorder: Any, snapshots: Any, wanted: Wanted) -> tuple[list[StoredEvent], list[StoredEvent]]:
+def _one_by_one(
+    recorder: AggregateRecorder, snapshots: AggregateRecorder | None, wanted: Wanted
+) -> tuple[list[StoredEvent], list[StoredEvent]]:
     """What the library's get reads, for each stream in turn (a local log: no round trip to save)."""
     events: list[StoredEvent] = []
     found: list[StoredEvent] = []
@@ -151,7 +188,7 @@ def _one_by_one(recorder: Any, snapshots: Any, wanted: Wanted) -> tuple[list[Sto
     return events, found
 
 
-def _by_stream(stored: Iterable[StoredEvent], to_event: Any) -> dict[UUID, list[Any]]:
+def _by_stream(stored: Iterable[StoredEvent], to_event: Callable[[StoredEvent], Any]) -> dict[UUID, list[Any]]:
     """Domain events by stream, each stream's in version order."""
     found: dict[UUID, list[Any]] = {}
     for s in sorted(stored, key=lambda s: (str(s.originator_id), s.originator_version)):
@@ -164,7 +201,7 @@ def _by_stream(stored: Iterable[StoredEvent], to_event: Any) -> dict[UUID, list[
 _ATOMIC = frozenset({str, int, float, bool, type(None), bytes, UUID, datetime})
 
 
-def copy_of(aggregate: Any) -> Any:
+def copy_of(aggregate: T) -> T:
     """A deep copy of an aggregate, as copy.deepcopy makes it (shared containers stay shared), at a
     fraction of its cost: an aggregate's state is made of dicts, lists, tuples, atoms and frozen
     values, which are copied or shared here without deepcopy's dispatch; anything else is deepcopy's."""
@@ -185,7 +222,7 @@ def _copies_plainly(kind: type) -> bool:
     )
 
 
-def _copied(value: Any, memo: dict[int, Any]) -> Any:
+def _copied(value: Any, memo: dict[int, Any]) -> Any:  # why: any value of an aggregate's state, copied
     kind = type(value)
     if kind in _ATOMIC or isinstance(value, Enum):
         return value
@@ -209,7 +246,7 @@ def _copied(value: Any, memo: dict[int, Any]) -> Any:
     return deepcopy(value, memo)  # memo: deepcopy's own protocol (id -> copy), shared with it
 
 
-def _frozen_atoms(value: Any) -> bool:
+def _frozen_atoms(value: Any) -> bool:  # why: any value; a dataclass's fields are read off it
     """A frozen dataclass whose fields all hold atoms (a Step, a Who): nothing in it can change."""
     params = getattr(type(value), "__dataclass_params__", None)
     if params is None or not params.frozen:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...projections.source import PostgresLog, SQLiteLog
-from .port import Row
+from .port import LogRecorder, Row
 
 __all__ = ["RecorderSource", "Row"]
 
@@ -15,24 +15,24 @@ __all__ = ["RecorderSource", "Row"]
 class RecorderSource:
     """EventSource over the application's recorder, read in its backend's dialect."""
 
-    def __init__(self, recorder: Any) -> None:
+    def __init__(self, recorder: LogRecorder) -> None:
         self.recorder = recorder
         self._ids: dict[str, str] = {}  # stored id -> dashed: a stream's events share one string
 
     def head(self) -> int:
         return self.recorder.max_notification_id() or 0
 
-    def read(self, after: int, limit: int) -> Sequence[Any]:
-        return self.recorder.backend.read_rows(self.recorder, after, limit, self._ids)
+    def read(self, after: int, limit: int) -> Sequence[Any]:  # Rows, as projections read Notifications
+        return self.recorder.read_rows(after, limit, self._ids)
 
     def sqlite_log(self) -> SQLiteLog | None:
         """The log's SQLite file, for projections to read with SQLite itself (not when in memory)."""
-        log = self.recorder.backend.rebuild_log(self.recorder)
+        log = self.recorder.rebuild_log()
         return log if isinstance(log, SQLiteLog) else None
 
     def postgres_log(self) -> PostgresLog | None:
         """Where the PostgreSQL log is, for a rebuild to read it with connections of its own."""
-        log = self.recorder.backend.rebuild_log(self.recorder)
+        log = self.recorder.rebuild_log()
         return log if isinstance(log, PostgresLog) else None
 
     def identity(self) -> str:

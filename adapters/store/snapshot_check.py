@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Snapshot
@@ -28,14 +28,17 @@ from eventsourcing.utils import get_topic
 from ...domain import config, deployment, freeze, home
 from . import chain
 
+if TYPE_CHECKING:
+    from .port import LogRecorder
+
 AGGREGATES = (config, deployment, freeze, home)  # imported: their events' topics are registered as they load
 
 
-def snapshot_breaks(recorder: Any) -> list[chain.Break]:
+def snapshot_breaks(recorder: LogRecorder) -> list[chain.Break]:
     """Each stored snapshot that is not its stream's events folded to its version, as a break at the
     position of that version's event (0 when the stream has none)."""
     transcoder = _transcoder()
-    mapper = Mapper(transcoder=transcoder)
+    mapper: Mapper[UUID] = Mapper(transcoder=transcoder)
     found = []
     for stream, rows in groupby(recorder.snapshot_rows(), key=lambda row: str(row[0])):
         snapshots = list(rows)
@@ -62,7 +65,7 @@ def _transcoder() -> Transcoder:
     return transcoder
 
 
-def _folded(recorder: Any, mapper: Mapper[UUID], stream: UUID, versions: set[int]) -> dict[int, Any]:
+def _folded(recorder: LogRecorder, mapper: Mapper[UUID], stream: UUID, versions: set[int]) -> dict[int, Any]:
     """A snapshot of the stream's aggregate at each of `versions` it reaches, as the library projects it."""
     states: dict[int, Any] = {}
     aggregate = None
@@ -73,12 +76,12 @@ def _folded(recorder: Any, mapper: Mapper[UUID], stream: UUID, versions: set[int
     return states
 
 
-def _events(recorder: Any, mapper: Mapper[UUID], stream: UUID, until: int) -> Iterator[Any]:
+def _events(recorder: LogRecorder, mapper: Mapper[UUID], stream: UUID, until: int) -> Iterator[Any]:
     for stored in recorder.select_events(stream, lte=until):
         yield mapper.to_domain_event(stored)
 
 
-def _same(transcoder: Transcoder, topic: str, state: bytes, taken: Snapshot[Any]) -> bool:
+def _same(transcoder: Transcoder, topic: str, state: bytes, taken: Snapshot) -> bool:
     """Whether the stored snapshot (`topic`, `state`) holds what `taken` (the fold's snapshot) holds, both
     written by the transcoder (the time each was taken aside)."""
     try:

@@ -27,7 +27,9 @@ from ...domain.ids import dashed
 from ...domain.open_fold import OpenFold
 from ...projections.records import UndecodableEvent, topic_parts
 from . import chain
-from .recorders import PARALLEL_FROM, HashedRow, Imported, StoreNotEmpty, sqlite_hashed
+from .log_recorder import HashedRow, Imported, StoreNotEmpty
+from .port import LogRecorder
+from .sqlite.walk import PARALLEL_FROM, sqlite_hashed
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
 SEAL_KIND = "domain.log:LogSeal"  # the kind projections.records gives a seal's events
@@ -39,7 +41,11 @@ class ImportRefused(DomainError):
 
 
 def export_lines(
-    recorder: Any, after: int = 0, until: int | None = None, workers: int | None = None, smallest: int = PARALLEL_FROM
+    recorder: LogRecorder,
+    after: int = 0,
+    until: int | None = None,
+    workers: int | None = None,
+    smallest: int = PARALLEL_FROM,
 ) -> Iterator[bytes]:
     """The events after position `after` (up to `until`), one JSON document a line (newline included),
     in position order. (A hash whose event is gone has nothing to move: `log verify` reports it.)
@@ -49,10 +55,11 @@ def export_lines(
     log_id = recorder.log_id()
     head = min(recorder.max_notification_id() or 0, until if until is not None else 2**63 - 1)
     count = workers or os.cpu_count() or 1
-    if not hasattr(recorder, "file_and_table") or count < 2 or head - after < smallest:
+    where = recorder.file_and_table()  # None: no file to read apart (a server streams it)
+    if where is None or count < 2 or head - after < smallest:
         yield from _lines(recorder.hashed_events(after + 1, until), log_id)
         return
-    db, table = recorder.file_and_table()
+    db, table = where
     spans = [(db, table, lo, min(lo + SPAN - 1, head), log_id) for lo in range(after + 1, head + 1, SPAN)]
     with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
         for text in pool.map(_span_text, spans):
@@ -104,7 +111,7 @@ def _lines(rows: Iterable[HashedRow], log_id: str | None) -> Iterator[bytes]:
         )
 
 
-def _bytes_or_text(state: Any) -> bytes | str:
+def _bytes_or_text(state: str | bytes | memoryview) -> bytes | str:
     """A stored document as the parser takes it (a hand-edited row may hold text; a driver, a memoryview)."""
     return state if isinstance(state, str) else bytes(state)
 
@@ -148,7 +155,7 @@ LARGEST = 2**62
 
 
 def load(
-    recorder: Any,
+    recorder: LogRecorder,
     lines: Iterable[str],
     progress: Callable[[int], None] = lambda _: None,
     batch: int = BATCH,

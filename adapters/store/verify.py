@@ -6,16 +6,16 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from . import binding, chain
-from .recorders import PARALLEL_FROM, verify_part
+from .port import LogRecorder
+from .sqlite.walk import PARALLEL_FROM, verify_part
 
 
 def verify_log(
-    recorder: Any, keep: int | None = None, workers: int | None = None, smallest: int | None = None
+    recorder: LogRecorder, keep: int | None = None, workers: int | None = None, smallest: int | None = None
 ) -> chain.ChainVerdict:
-    """Walk a chained recorder's log (adapters.recorders) from position zero.
+    """Walk a chained recorder's log (log_recorder.py) from position zero.
 
     A long SQLite log is cut into one part per CPU, each walked by a process of its own from the
     hash stored before it: a break is reported where it is either way, and an intact log gives the
@@ -30,7 +30,7 @@ def verify_log(
         return chain.joined(list(pool.map(verify_part, parts, [keep] * len(parts))))
 
 
-def seen_by_home(runtime: Path, recorder: Any) -> list[chain.Break]:
+def seen_by_home(runtime: Path, recorder: LogRecorder) -> list[chain.Break]:
     """The head a home bound to this log has seen (its binding: position and hash), as a break when the
     log no longer holds it: a log replaced by another of the same id whose chain verifies on its own."""
 

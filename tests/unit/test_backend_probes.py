@@ -18,6 +18,8 @@ PROBES = {
     "the library's backend classes named": re.compile(
         r"\b(SQLiteApplicationRecorder|PostgresApplicationRecorder|SQLiteDatastore|PostgresDatastore)\b"
     ),
+    "a recorder's backend reached through it": re.compile(r"recorder\)?\.backend\b"),
+    "a recorder or datastore probed for an attribute": re.compile(r"\b(hasattr|getattr)\([^,)]*(recorder|datastore)\b"),
     "the store URL's kind asked": re.compile(r"isinstance\([^)]*\b(PostgresURL|SQLiteInHome)\b"),
     "the command's --store tested": re.compile(
         r"\bstate\.store\b(?!_)|\b(if|not|and)\s+[\w.()]*params\.get\([\"']store[\"']\)"
@@ -48,6 +50,13 @@ def test_the_probes_are_recognised() -> None:
         "if state.store and not once:",
         'if not ctx.find_root().params.get("store"):',
         "if isinstance(store, PostgresURL):",
+        "app.recorder.backend = self.backend",
+        "self.app.recorder.backend.relax_durability(self.app)",
+        "backend, datastore = recorder.backend, recorder.datastore",
+        'if not hasattr(recorder, "file_and_table") or count < 2:',
+        'many = getattr(self.event_store.recorder, "events_after", None)',
+        'pool = getattr(datastore, "pool", None)',
     ]
     assert all(probes_in(line) for line in before)
     assert not probes_in("if state.backend.shared and not once:")
+    assert not probes_in("self.app.recorder.relax_durability()")

@@ -44,7 +44,7 @@ def test_rollout_history_defines_no_aggregate_and_loads_the_audits_rules_only_fo
     rules (what --as-of TIME asks of the audit view) load when --as-of is given."""
     code = (
         "import sys; from eventsourcing.domain import BaseAggregate;"
-        " from rollouts.adapters.cli import rollout_views; from rollouts.adapters.store import recorders;"
+        " from rollouts.adapters.cli import rollout_views; from rollouts.adapters.store.sqlite import recorder;"
         " seen, todo = set(), [BaseAggregate]\n"
         "while todo:\n"
         "    todo += [c for c in todo.pop().__subclasses__() if c not in seen and not seen.add(c)]\n"

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ....projections.source import PostgresLog
-from ..port import APP_NAME, CACHE, LeaseSQL, Query, Row, Snapshot, StoreUnavailable, first
+from .. import opening
+from ..port import (
+    APP_NAME,
+    CACHE,
+    Datastore,
+    LeaseSQL,
+    LogRecorder,
+    Opened,
+    Query,
+    Snapshot,
+    StoreUnavailable,
+    first,
+)
 from ..url import PostgresURL
 
 if TYPE_CHECKING:
-    from ....projections.source import DirectLog
+    import psycopg
 
 T = TypeVar("T")
 SCHEMA_LOCK = 7262011  # advisory lock: opens that create the schema and the log's tables
@@ -71,13 +81,21 @@ class PostgresBackend:
             LIBPQ_KEY: make_conninfo("", **dict(url.libpq)),
         }
 
-    def connect(self) -> Any:
+    def connect(self) -> psycopg.Connection[Any]:  # why: tuple rows of any column
         """A connection of our own, with the URL's libpq parameters, in autocommit."""
         import psycopg
 
         return psycopg.connect(**self.url.conninfo(), autocommit=True)
 
+    def open_app(self, construct: Callable[[dict[str, str]], Opened]) -> Opened:
+        return opening.open_app(self, construct)
+
+    def open_recorder(self) -> LogRecorder:
+        return opening.open_recorder(self)
+
     def open(self, construct: Callable[[dict[str, str]], T], reading: bool) -> T:
+        from . import recorder  # noqa: F401 - start-up cost: psycopg loads when a log opens (and so the names settings written before gave its classes)
+
         try:
             if reading:  # no DDL: a misspelt schema must not become a new, empty log that reads as "No configs."
                 if not self._log_exists():
@@ -111,7 +129,7 @@ class PostgresBackend:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
 
-    def _owned_by_another(self, conn: Any) -> bool:
+    def _owned_by_another(self, conn: psycopg.Connection[Any]) -> bool:  # why: any row type
         """Whether the log is there and its owner is a role this session is not (nor a member of)."""
         found = conn.execute(
             "SELECT pg_has_role(session_user, relowner, 'MEMBER') FROM pg_class WHERE oid = to_regclass(%s)",
@@ -136,19 +154,19 @@ class PostgresBackend:
     def table(self, name: str) -> str:
         return f'"{self.schema}".{name}'
 
-    def create_table(self, datastore: Any, ddl: str) -> None:
+    def create_table(self, datastore: Datastore, ddl: str) -> None:
         """Two CREATE TABLE IF NOT EXISTS at once collide (a unique violation on pg_type: controllers
         starting together on a new store), so they run under an advisory lock."""
         with datastore.transaction(commit=True) as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (TABLES_LOCK,))
             cursor.execute(ddl)
 
-    def table_exists(self, datastore: Any, name: str) -> bool:
+    def table_exists(self, datastore: Datastore, name: str) -> bool:
         with datastore.transaction(commit=False) as cursor:
             cursor.execute("SELECT to_regclass(%s) AS found", (self.table(name),))
             return first(cursor.fetchone()) is not None
 
-    def columns(self, datastore: Any, name: str) -> set[str]:
+    def columns(self, datastore: Datastore, name: str) -> set[str]:
         with datastore.transaction(commit=False) as cursor:  # (an ALTER asks for the table's owner)
             cursor.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
@@ -156,64 +174,9 @@ class PostgresBackend:
             )
             return {first(row) for row in cursor.fetchall()}
 
-    def add_column(self, datastore: Any, name: str, column: str, kind: str) -> None:
+    def add_column(self, datastore: Datastore, name: str, column: str, kind: str) -> None:
         # (under create_table's lock, as a controller starting beside us may add it too)
         self.create_table(datastore, f"ALTER TABLE {self.table(name)} ADD COLUMN IF NOT EXISTS {column} {kind}")
-
-    # Watching and reading the log
-
-    def watched_files(self, recorder: Any) -> list[Path]:
-        return []
-
-    def listener(self, recorder: Any) -> _Listener | None:
-        """LISTEN on the channel the library NOTIFYs in every insert of events; None when it cannot be had."""
-        import psycopg
-        from psycopg.sql import SQL, Identifier
-
-        try:
-            conn = self.connect()
-        except psycopg.Error:
-            return None
-        try:
-            conn.execute(SQL("LISTEN {0}").format(Identifier(recorder.channel_name)))
-        except psycopg.Error:
-            conn.close()
-            return None
-        return _Listener(conn)
-
-    def read_rows(self, recorder: Any, after: int, limit: int, ids: dict[str, str]) -> Sequence[Row]:
-        """The same rows select_notifications gives, as tuples, the ids as text (no UUID objects)."""
-        from psycopg.rows import tuple_row
-
-        select = self._select(recorder.events_table_name)
-        # Binary: the stored bytes as they are (as text, each would come as hex digits to decode)
-        with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row, binary=True) as curs:
-            curs.execute(select, (after, limit), prepare=True)
-            rows = curs.fetchall()
-        new = tuple.__new__
-        return [new(Row, (n, o, v, t, s if isinstance(s, bytes) else bytes(s))) for n, o, v, t, s in rows]
-
-    def _select(self, table: str) -> str:
-        """Rendered once: psycopg renders a composed statement at every execute."""
-        if table not in self._selects:
-            from psycopg.sql import SQL, Identifier
-
-            self._selects[table] = (
-                SQL(
-                    "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}.{1}"
-                    " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
-                )
-                .format(Identifier(self.schema), Identifier(table))
-                .as_string(None)
-            )
-        return self._selects[table]
-
-    def rebuild_log(self, recorder: Any) -> DirectLog:
-        """Where the log is, for a rebuild to read it with connections of its own."""
-        from psycopg.conninfo import make_conninfo
-
-        settings = {k: v for k, v in self.url.conninfo().items() if v is not None}
-        return PostgresLog(make_conninfo("", **settings), self.schema, recorder.events_table_name)
 
     def glance(self, after: int, topic: str, wait: float) -> list[bytes]:
         return []  # a Tab makes no connection to a server
@@ -242,13 +205,11 @@ class PostgresBackend:
         finally:
             conn.close()
 
-    def relax_durability(self, app: Any) -> None:
-        return None  # the server's commits are its own business
-
     def undo_of_opening(self) -> Callable[[], None]:
         schema = self.url.schema or "public"
         with self.connect() as conn:
-            exists = conn.execute("SELECT to_regnamespace(%s)", (f'"{schema}"',)).fetchone()[0] is not None
+            found = conn.execute("SELECT to_regnamespace(%s)", (f'"{schema}"',)).fetchone()
+            exists = found is not None and found[0] is not None
             before = {kind: {r[0] for r in conn.execute(sql, (schema,))} for kind, sql in _OBJECTS} if exists else {}
 
         def undo() -> None:
@@ -262,27 +223,6 @@ class PostgresBackend:
                             conn.execute(f"DROP {kind} IF EXISTS {name} CASCADE")
 
         return undo
-
-
-class _Listener:
-    """NOTIFYs on a PostgreSQL log's channel."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self.fd: int = conn.fileno()
-
-    def changed(self) -> bool:
-        """Whether a notification came since the last call."""
-        pgconn = self._conn.pgconn
-        pgconn.consume_input()
-        hit = False
-        while pgconn.notifies() is not None:
-            hit = True
-        return hit
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):  # noqa: BLE001 - closing a dead connection may fail any way
-            self._conn.close()
 
 
 _OBJECTS = (  # what a schema holds of ours, to drop what an import made: (kind, query of its names)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from eventsourcing.postgres import PostgresFactory
+from eventsourcing.utils import Environment
 
 from .backend import LIBPQ_KEY
 
@@ -17,9 +16,12 @@ def libpq_password() -> None:
 class LibpqFactory(PostgresFactory):
     """The library's factory, whose pool also passes the URL's libpq parameters (sslmode...) to libpq."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Environment) -> None:
         super().__init__(env)
         from psycopg.conninfo import conninfo_to_dict
 
         given = self.env.get(LIBPQ_KEY) or ""
-        self.datastore.pool.kwargs.update(conninfo_to_dict(given) if given else {})  # the pool opens later
+        kwargs = self.datastore.pool.kwargs  # the pool opens later
+        if not isinstance(kwargs, dict):  # the library's pool keeps them as a dict: one made otherwise is not ours
+            raise TypeError(f"the library's pool keeps its connection settings as {type(kwargs).__name__}")
+        kwargs.update(conninfo_to_dict(given) if given else {})

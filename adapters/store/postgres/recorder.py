@@ -1,46 +1,39 @@
-"""The PostgreSQL recorder, chained as adapters.recorders describes (loaded only for a PostgreSQL store)."""
+"""The PostgreSQL recorder, chained as adapters/store/log_recorder.py describes (loaded only for a PostgreSQL
+store): its schema, its writes and imports; its reads are in reads.py."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, ProgrammingError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.utils import retry
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import register_topic, retry
+from psycopg import Connection, Cursor
 from psycopg.pq import TransactionStatus
-from psycopg.rows import tuple_row
-from psycopg.sql import SQL, Identifier
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Composable, Identifier
 
 from ....domain.ids import seal_id
 from .. import chain
-from ..failures import missing_table
-from ..port import StoreUnavailable
-from ..recorders import (
-    BATCH,
-    CHAIN_TABLE,
-    CLAIM_TOPIC,
-    LOG_TABLE,
+from ..log_recorder import (
     Guards,
-    HashedRow,
     HeadMoved,
     Imported,
     LogSealed,
-    Row,
     StoreNotEmpty,
     Tail,
     chained_part,
     check_guards,
     first_value,
-    merge,
 )
-
-if TYPE_CHECKING:
-    from ..port import Backend
-
+from ..opening import ChainedLog
+from ..port import CHAIN_TABLE, LOG_TABLE, StoreUnavailable
+from . import factory
+from .reads import PostgresReads
 
 WRITER_CHECK = "rollouts_writer_check"  # the trigger, and its function, that hold writers to their own role
 
@@ -66,9 +59,18 @@ END $body$"""
 _WRITER_TRIGGER = "CREATE TRIGGER {0} BEFORE INSERT OR UPDATE OR DELETE ON {1} FOR EACH ROW EXECUTE FUNCTION {2}()"
 
 
-def _text(sql: str, *parts: Any) -> str:
+def _text(sql: str, *parts: Composable) -> str:
     """A statement as text: psycopg renders a composed statement at every execute, text it caches."""
-    return SQL(sql).format(*parts).as_string(None)  # type: ignore[arg-type]
+    return SQL(sql).format(*parts).as_string(None)
+
+
+def _as_text(statement: object) -> str:
+    """One of the library's statements as text (it composes them; one given as text is kept as it is)."""
+    if isinstance(statement, Composable):
+        return statement.as_string(None)
+    if isinstance(statement, str):
+        return statement
+    raise TypeError(f"the library's statement is {type(statement).__name__}, not a composed one")
 
 
 class OutcomeUnknown(StoreUnavailable):
@@ -84,21 +86,20 @@ class OutcomeUnknown(StoreUnavailable):
         )
 
 
-class ChainedPostgresRecorder(PostgresApplicationRecorder):
+class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, ChainedLog):
     """PostgreSQL: the same two tables in the store's schema."""
 
-    backend: Backend  # set by adapters.bootstrap, which opened it
     _log_id: str | None = None  # the store's log id, read at its first save (fixed once made)
     _session_user: str | None = None
 
-    def __init__(self, datastore: Any, *, events_table_name: str = "stored_events") -> None:
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
         schema = Identifier(self.datastore.schema)
         self._chain_table = SQL("{0}.{1}").format(schema, Identifier(CHAIN_TABLE))
         self._log_table = SQL("{0}.{1}").format(schema, Identifier(LOG_TABLE))
         self._events = SQL("{0}.{1}").format(schema, Identifier(self.events_table_name))
         # A save's statements as text, rendered once: a composed one costs its rendering at every execute.
-        self._sql_lock = [statement.as_string(None) for statement in self.lock_table_statements]
+        self._sql_lock = [_as_text(statement) for statement in self.lock_table_statements]
         # The library names the channel after the table alone, and a channel is the database's: stores in
         # other schemas of one database woke each other's controllers. Ours names the schema too.
         self.channel_name = f"{self.datastore.schema}_{self.channel_name}"
@@ -125,7 +126,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         )
         self._sql_sealed = _text("SELECT notification_id FROM {0} WHERE originator_id = %s LIMIT 1", self._events)
         self._sql_head = _text("SELECT coalesce(max(notification_id), 0) AS head FROM {0}", self._events)
-        self._sql_after: dict[str | None, str] = {}  # events_after's statement, by snapshots table
+        self._sql_after = {}
+        self._sql_read = _text(
+            "SELECT notification_id, originator_id::text, originator_version, topic, state FROM {0}"
+            " WHERE notification_id > %s ORDER BY notification_id LIMIT %s",
+            self._events,
+        )
         self.sql_create_statements.append(
             SQL("CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, hash text NOT NULL)").format(
                 self._chain_table
@@ -155,8 +161,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                 (self._events.as_string(curs.connection), WRITER_CHECK),
             )
             if curs.fetchone() is None:
-                curs.execute(SQL(_WRITER_FUNCTION).format(function))  # type: ignore[arg-type]
-                curs.execute(SQL(_WRITER_TRIGGER).format(Identifier(WRITER_CHECK), self._events, function))  # type: ignore[arg-type]
+                curs.execute(SQL(_WRITER_FUNCTION).format(function))
+                curs.execute(SQL(_WRITER_TRIGGER).format(Identifier(WRITER_CHECK), self._events, function))
 
     def session_user(self) -> str:
         """The role the server knows this recorder's connections as: each event records it (db_user)."""
@@ -164,7 +170,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             self._session_user = first_value(self._query("SELECT session_user", ()))
         return self._session_user or ""
 
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+    def insert_events(  # (kwargs: the library's signature; ours are guards and head, application.save's)
+        self,
+        stored_events: Sequence[StoredEvent],
+        **kwargs: Any,  # why: the library's signature
+    ) -> Sequence[int] | None:
         """The library's save (lock, notify, insert), chained, in two round trips, not five: all up to
         the insert in one, the hashes and the commit in the other (the library nests a transaction in
         its pipeline, and each level syncs).
@@ -210,7 +220,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
                         return found
                 raise
 
-    def _send(self, conn: Any, stored_events: Sequence[StoredEvent], guards: Guards, head: int | None) -> list[int]:
+    def _send(
+        self, conn: Connection[DictRow], stored_events: Sequence[StoredEvent], guards: Guards, head: int | None
+    ) -> list[int]:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
             ids = self._append(conn, stored_events, guards, pipeline.sync, head)
@@ -236,7 +248,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
 
     def _append(
         self,
-        conn: Any,
+        conn: Connection[DictRow],
         stored_events: Sequence[StoredEvent],
         guards: Guards,
         sync: Callable[[], None],
@@ -270,8 +282,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         sync()
         if sealed is not None and (seal := sealed.fetchone()) is not None:
             raise LogSealed(self._log_id or "", seal["notification_id"])
-        if ended is not None and (now := ended.fetchone()["head"]) != head:
-            raise HeadMoved(f"the log went on from position {head} to {now} meanwhile")
+        if ended is not None and (ends := (ended.fetchone() or {}).get("head")) != head:
+            raise HeadMoved(f"the log went on from position {head} to {ends} meanwhile")
         if found is not None:
             now = {row["id"]: row["v"] for row in found.fetchall()}
             check_guards([(stream, now.get(stream)) for stream, _ in guards], guards)
@@ -281,14 +293,16 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._chain(conn, ids, stored_events, last.fetchone())
         return ids
 
-    def _guard(self, conn: Any, guards: Guards) -> Any:
+    def _guard(self, conn: Connection[DictRow], guards: Guards) -> Cursor[DictRow]:
         """The versions of the guarded streams now (under the lock, before the insert), in one query:
         a cursor to read once the pipeline has answered."""
         found = conn.cursor()
         found.execute(self._sql_guard, (list({stream for stream, _ in guards}),))  # each stream asked once
         return found
 
-    def _chain(self, conn: Any, ids: Sequence[int], stored_events: Sequence[StoredEvent], last: Any) -> None:
+    def _chain(
+        self, conn: Connection[DictRow], ids: Sequence[int], stored_events: Sequence[StoredEvent], last: DictRow | None
+    ) -> None:
         """Hash the events at `ids` after `last`, the chain's last row before them (None: empty)."""
         curs = conn.cursor()
         after, previous = (last["position"], last["hash"]) if last else (0, chain.ZERO)
@@ -317,7 +331,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
             self._lock_table(curs)
             curs.execute(SQL("SELECT max(notification_id) AS head FROM {0}").format(self._events))
-            if head := curs.fetchone()["head"]:
+            if head := (curs.fetchone() or {}).get("head"):
                 raise StoreNotEmpty(head)
             last = 0
             for batch in batches:
@@ -375,131 +389,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             curs.execute(SQL("UPDATE {0} SET log_id = %s").format(self._log_table), (log_id,))
         self._log_id = None
 
-    def chained_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
-        """As on SQLite: events and hashes in position order, one snapshot, streamed by a server-side cursor."""
-        top = 2**63 - 1 if hi is None else hi
-        events = SQL(
-            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}"
-            " WHERE notification_id BETWEEN %s AND %s ORDER BY notification_id"
-        ).format(self._events)
-        hashes = SQL("SELECT position, hash FROM {0} WHERE position BETWEEN %s AND %s ORDER BY position").format(
-            self._chain_table
-        )
-        with self.datastore.get_connection() as conn, conn.transaction(force_rollback=True):
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            with (
-                conn.cursor(name="rollouts_verify_events", row_factory=tuple_row) as e_cur,
-                conn.cursor(name="rollouts_verify_hashes", row_factory=tuple_row) as h_cur,
-            ):
-                e_cur.itersize = h_cur.itersize = BATCH
-                e_cur.execute(events, (lo, top))
-                h_cur.execute(hashes, (lo, top))
-                yield from merge(e_cur, h_cur)
 
-    def hashed_events(self, lo: int = 0, hi: int | None = None) -> Iterator[HashedRow]:
-        """As on SQLite, streamed by a server-side cursor."""
-        top = 2**63 - 1 if hi is None else hi
-        sql = SQL(
-            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, h.hash"
-            " FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
-            " WHERE e.notification_id BETWEEN %s AND %s ORDER BY e.notification_id"
-        ).format(self._events, self._chain_table)
-        with (
-            self.datastore.get_connection() as conn,
-            conn.transaction(force_rollback=True),
-            conn.cursor(name="rollouts_export", row_factory=tuple_row) as cur,
-        ):
-            cur.itersize = BATCH
-            cur.execute(sql, (lo, top))
-            yield from cur
-
-    def parts(self, count: int, smallest: int = 0) -> None:
-        """Walked in one piece: the server streams it (see ChainedSQLiteRecorder.parts)."""
-        return None
-
-    def events_of(self, streams: Sequence[UUID], until: int) -> list[Row]:
-        sql = SQL(
-            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}"
-            " WHERE originator_id = ANY(%s) AND notification_id <= %s"
-        ).format(self._events)
-        return [Row(*r.values()) for r in self._query(sql, (list(streams), until))]
-
-    def events_after(
-        self, wanted: Sequence[tuple[UUID, int | None]], snapshots: Any
-    ) -> tuple[list[StoredEvent], list[StoredEvent]]:
-        """In ONE query (one snapshot of the log): the events of each stream after the version given,
-        or, given None, the stream's last snapshot (in the table of recorder `snapshots`) and the
-        events after it. Returns (events, snapshots)."""
-        if not wanted:
-            return [], []
-        table = None if snapshots is None else snapshots.events_table_name
-        sql = self._sql_after.get(table) or self._sql_after.setdefault(table, self._events_after_sql(table))
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
-            curs.execute(sql, ([i for i, _ in wanted], [v for _, v in wanted]), prepare=True)
-            rows = curs.fetchall()
-        found: tuple[list[StoredEvent], list[StoredEvent]] = ([], [])
-        for snapshot, stream, version, topic, state in rows:
-            found[snapshot].append(StoredEvent(stream, version, topic, bytes(state)))
-        return found[0], found[1]
-
-    def _events_after_sql(self, snapshots: str | None) -> str:
-        if snapshots is None:
-            latest = SQL("SELECT NULL::uuid, 0, NULL::text, NULL::bytea WHERE false")
-        else:
-            latest = SQL(
-                "SELECT DISTINCT ON (s.originator_id) s.originator_id, s.originator_version, s.topic, s.state"
-                " FROM {0} s JOIN w ON s.originator_id = w.id AND w.gt IS NULL"
-                " ORDER BY s.originator_id, s.originator_version DESC"
-            ).format(SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(snapshots)))
-        return (
-            SQL(
-                "WITH w (id, gt) AS (SELECT * FROM unnest(%s::uuid[], %s::int[])),"
-                " s (originator_id, originator_version, topic, state) AS ({0})"
-                " SELECT true AS snapshot, * FROM s UNION ALL"
-                " SELECT false, e.originator_id, e.originator_version, e.topic, e.state FROM w JOIN {1} e"
-                " ON e.originator_id = w.id AND e.originator_version >"
-                " coalesce(w.gt, (SELECT s.originator_version FROM s WHERE s.originator_id = w.id), 0)"
-            )
-            .format(latest, self._events)
-            .as_string(None)
-        )
-
-    def hash_at(self, position: int) -> str | None:
-        sql = SQL("SELECT hash FROM {0} WHERE position = %s").format(self._chain_table)
-        return first_value(self._query(sql, (position,)))
-
-    def snapshot_rows(self) -> list[tuple[Any, ...]]:
-        """As on SQLite: every stored snapshot with the position of its stream's event at that version."""
-        snapshots = self.events_table_name.removesuffix("events") + "snapshots"  # as the library names it
-        sql = SQL(
-            "SELECT s.originator_id, s.originator_version, s.topic, s.state, e.notification_id FROM {0}.{1} s"
-            " LEFT JOIN {2} e ON e.originator_id = s.originator_id AND e.originator_version = s.originator_version"
-            " ORDER BY s.originator_id, s.originator_version"
-        ).format(Identifier(self.datastore.schema), Identifier(snapshots), self._events)
-        return [tuple(row.values()) for row in self._query(sql, ())]
-
-    def claim_of(self, stream: UUID) -> tuple[int, str | None] | None:
-        sql = SQL(
-            "SELECT e.notification_id, h.hash FROM {0} e LEFT JOIN {1} h ON h.position = e.notification_id"
-            " WHERE e.originator_id = %s AND e.topic LIKE %s ORDER BY e.originator_version DESC LIMIT 1"
-        ).format(self._events, self._chain_table)
-        rows = self._query(sql, (stream, CLAIM_TOPIC))
-        return (rows[0]["notification_id"], rows[0]["hash"]) if rows else None
-
-    def claims_of(self, streams: Sequence[UUID]) -> dict[UUID, tuple[int, str | None]]:
-        """claim_of for each of `streams` in one query (those with no claim left out)."""
-        if not streams:
-            return {}
-        rows = self._query(self._sql_claims, (list(dict.fromkeys(streams)), CLAIM_TOPIC))
-        return {r["originator_id"]: (r["notification_id"], r["hash"]) for r in rows}
-
-    def _query(self, sql: Any, params: tuple[Any, ...]) -> list[Any]:
-        """One statement on an autocommit connection: one round trip, not three (BEGIN and ROLLBACK)."""
-        try:
-            with self.datastore.get_connection() as conn, conn.cursor() as curs:
-                curs.execute(sql, params)
-                return list(curs.fetchall())
-        except Exception as error:  # noqa: BLE001 - the library wraps the driver's errors
-            if missing_table(error):
-                return []
-            raise
+# The library names these classes by module path in its settings (APPLICATION_RECORDER_TOPIC, PERSISTENCE_MODULE):
+# settings written before they moved here keep naming them where they were.
+register_topic("rollouts.adapters.recorder_postgres:ChainedPostgresRecorder", ChainedPostgresRecorder)
+register_topic("rollouts.adapters.backend_postgres_factory:LibpqFactory", factory.LibpqFactory)
+register_topic("rollouts.adapters.backend_postgres_factory:libpq_password", factory.libpq_password)

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
-from ....domain.ids import dashed
-from ....projections.records import UndecodableEvent
-from ....projections.source import SQLiteLog
 from ...home import Home, private_file
-from ..port import CACHE, LeaseSQL, Listener, Query, Row, Snapshot, StoreUnavailable
+from .. import opening
+from ..port import CACHE, Datastore, LeaseSQL, LogRecorder, Opened, Query, Snapshot, StoreUnavailable
 from ..url import SQLiteInHome
 
-if TYPE_CHECKING:
-    from ....projections.source import DirectLog
-
 T = TypeVar("T")
-MEMO_IDS = 5_000  # a rebuild's batch shares them; a long-lived reader must not keep every id
 
 
 class SQLiteBackend:
@@ -43,13 +36,21 @@ class SQLiteBackend:
     def env(self) -> dict[str, str]:
         return {
             **CACHE,
-            "PERSISTENCE_MODULE": "rollouts.adapters.store.recorders:SQLiteStoreFactory",
-            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.store.recorders:ChainedSQLiteRecorder",
+            "PERSISTENCE_MODULE": "rollouts.adapters.store.sqlite.factory:SQLiteStoreFactory",
+            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.store.sqlite.recorder:ChainedSQLiteRecorder",
             "SQLITE_DBNAME": str(self.home.events_db),
             "SQLITE_LOCK_TIMEOUT": "10",
         }
 
+    def open_app(self, construct: Callable[[dict[str, str]], Opened]) -> Opened:
+        return opening.open_app(self, construct)
+
+    def open_recorder(self) -> LogRecorder:
+        return opening.open_recorder(self)
+
     def open(self, construct: Callable[[dict[str, str]], T], reading: bool) -> T:
+        from . import recorder  # noqa: F401 - start-up cost: eventsourcing's sqlite module loads when a log opens (and so the names settings written before gave its classes)
+
         try:
             with self.home.init_lock():
                 private_file(self.home.events_db)
@@ -67,61 +68,26 @@ class SQLiteBackend:
     def table(self, name: str) -> str:
         return name
 
-    def create_table(self, datastore: Any, ddl: str) -> None:
+    def create_table(self, datastore: Datastore, ddl: str) -> None:
         with datastore.transaction(commit=True) as cursor:
             cursor.execute(ddl)
 
-    def table_exists(self, datastore: Any, name: str) -> bool:
+    def table_exists(self, datastore: Datastore, name: str) -> bool:
         with datastore.transaction(commit=False) as cursor:
             cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
             return cursor.fetchone() is not None
 
-    def columns(self, datastore: Any, name: str) -> set[str]:
+    def columns(self, datastore: Datastore, name: str) -> set[str]:
         with datastore.transaction(commit=False) as cursor:
             cursor.execute(f"PRAGMA table_info({name})")
             return {row[1] for row in cursor.fetchall()}
 
-    def add_column(self, datastore: Any, name: str, column: str, kind: str) -> None:
+    def add_column(self, datastore: Datastore, name: str, column: str, kind: str) -> None:
         try:
             self.create_table(datastore, f"ALTER TABLE {name} ADD COLUMN {column} {kind}")
         except Exception as error:  # noqa: BLE001 - the library wraps sqlite3's error
             if "duplicate column name" not in str(error):  # a controller starting beside us added it
                 raise
-
-    # Watching and reading the log
-
-    def watched_files(self, recorder: Any) -> list[Path]:
-        path = _file(recorder)
-        return [path] if path is not None else []
-
-    def listener(self, recorder: Any) -> Listener | None:
-        return None  # the file is watched instead
-
-    def read_rows(self, recorder: Any, after: int, limit: int, ids: dict[str, str]) -> Sequence[Row]:
-        """The same rows select_notifications gives, without building a UUID per row."""
-        sql = (
-            f"SELECT rowid, originator_id, originator_version, topic, state FROM {recorder.events_table_name}"
-            " WHERE rowid > ? ORDER BY rowid LIMIT ?"
-        )
-        with recorder.datastore.transaction(commit=False) as c:
-            c.execute(sql, (after, limit))
-            rows = c.fetchall()
-        if len(ids) > MEMO_IDS:
-            ids.clear()
-        new = tuple.__new__
-        try:
-            return [new(Row, (n, ids.get(o) or ids.setdefault(o, dashed(o)), v, t, s)) for n, o, v, t, s in rows]
-        except (TypeError, AttributeError) as error:  # an id edited to another type (a BLOB, a number): not a stream
-            odd = next((n for n, o, *_ in rows if type(o) is not str), rows[0][0])
-            raise UndecodableEvent(f"the event at position {odd}", error) from None
-
-    def rebuild_log(self, recorder: Any) -> DirectLog:
-        """The log's SQLite file, for projections to read with SQLite itself (not when in memory)."""
-
-        pool = recorder.datastore.pool
-        if pool.is_sqlite_memory_mode or str(pool.db_name).startswith("file:"):
-            return None
-        return SQLiteLog(Path(pool.db_name), recorder.events_table_name)
 
     def glance(self, after: int, topic: str, wait: float) -> list[bytes]:
         path = self.home.events_db
@@ -157,17 +123,6 @@ class SQLiteBackend:
         finally:
             db.close()
 
-    def relax_durability(self, app: Any) -> None:
-        """Commit with synchronous=NORMAL on `app`'s own connections (the notifier's).
-
-        A NotificationDelivered must be committed before the next notification is sent (that is what
-        bounds a controller's death to one repeat). With `synchronous=FULL` each commit waits for an
-        fsync, which took longer than the POST itself here (about 1.6 ms against 0.5 ms). In WAL mode
-        `synchronous=NORMAL` keeps every commit once the process dies (the OS holds it) and keeps the
-        file consistent; only a power loss may forget the last commits: for this bookkeeping, a
-        notification sent again with the same Idempotency-Key. Every other writer keeps the default."""
-        app.recorder.synchronous = "NORMAL"  # set on the writer's connection before each save
-
     def undo_of_opening(self) -> Callable[[], None]:
         existed = self.home.events_db.exists()
 
@@ -177,12 +132,3 @@ class SQLiteBackend:
                     self.home.events_db.with_name(self.home.events_db.name + suffix).unlink(missing_ok=True)
 
         return undo
-
-
-def _file(recorder: Any) -> Path | None:
-    """The log's file; None for a log in memory."""
-    pool = recorder.datastore.pool
-    if pool.is_sqlite_memory_mode:
-        return None
-    name = pool.db_name
-    return Path(name[len("file:") :].split("?")[0] if name.startswith("file:") else name)

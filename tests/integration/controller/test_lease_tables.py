@@ -49,7 +49,7 @@ def test_a_lease_table_made_before_lengths_and_holders_gets_them(tmp_path: Path,
     """A table of two columns (claimant, renewed_at) from before: its rows' lengths are unknown and judged by
     this controller's own, as they were; new leases keep theirs."""
     app = open_app(Home(tmp_path / "home"), backend_store)
-    table = app.recorder.backend.table("rollouts_leases")
+    table = app.recorder.beside.table("rollouts_leases")
     with app.recorder.datastore.transaction(commit=True) as cursor:
         cursor.execute(f"CREATE TABLE {table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION)")
         cursor.execute(f"INSERT INTO {table} VALUES ('gone', 0)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rollouts.adapters.home import Home
-from rollouts.adapters.store.recorders import ReadGuardBroken
+from rollouts.adapters.store.log_recorder import ReadGuardBroken
 from rollouts.domain.spec import Spec
 from rollouts.service import commands
 from rollouts.service.application import new_meta

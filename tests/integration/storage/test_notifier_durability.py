@@ -21,7 +21,7 @@ def synchronous_of_the_writer(app: RolloutsApp) -> int:
 def test_only_the_relaxed_application_saves_with_synchronous_normal(tmp_path: Path) -> None:
     services = bootstrap(tmp_path / "home")
     notifier, other = services.open_app(), services.open_app()
-    services.backend.relax_durability(notifier)
+    notifier.recorder.relax_durability()
 
     notifier.create_config("web", Spec(command=["true"]), new_meta("tester"))
     other.create_config("api", Spec(command=["true"]), new_meta("tester"))

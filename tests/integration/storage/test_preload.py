@@ -45,8 +45,7 @@ class SnapshottingApp(RolloutsApp):
 def open_snapshotting(home: Home, store: str | None) -> SnapshottingApp:
     services = bootstrap(home, store)
     services.home.ensure()
-    app = services.backend.open(lambda base: SnapshottingApp(env=base), reading=False)
-    app.recorder.backend = services.backend
+    app = services.backend.open_app(lambda base: SnapshottingApp(env=base))
     return app
 
 

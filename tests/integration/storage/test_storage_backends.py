@@ -11,7 +11,7 @@ import pytest
 from rollouts.adapters.home import Home
 from rollouts.domain.spec import Spec
 from rollouts.service.application import RolloutsApp, new_meta
-from rollouts.service.bootstrap import open_app
+from rollouts.service.bootstrap import bootstrap, open_app
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 
@@ -84,3 +84,39 @@ def test_projections_rebuilt_from_zero_equal_the_live_ones_on_every_backend(roll
     assert rollouts_on.sh("projections", "rebuild").exit_code == 0
     assert rollouts_on.sh("rollout", "history", "web", "-o", "json").stdout == before
     assert rollouts_on.sh("events", "-o", "json").stdout == events_before
+
+
+# The library's settings name our factory and recorder classes by module path; the paths they had before the
+# store wing was split (and, for PostgreSQL, before the move into adapters/store/) keep opening the log.
+FORMER_SETTINGS = {
+    "sqlite": [
+        {
+            "PERSISTENCE_MODULE": f"rollouts.adapters.{where}recorders:SQLiteStoreFactory",
+            "APPLICATION_RECORDER_TOPIC": f"rollouts.adapters.{where}recorders:ChainedSQLiteRecorder",
+        }
+        for where in ("", "store.")
+    ],
+    "postgresql": [
+        {
+            "PERSISTENCE_MODULE": "rollouts.adapters.backend_postgres_factory:LibpqFactory",
+            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.recorder_postgres:ChainedPostgresRecorder",
+        }
+    ],
+}
+
+
+def test_settings_that_name_the_recorders_former_modules_still_open_the_log(tmp_path: Path, backend_store) -> None:
+    services = bootstrap(tmp_path / "home", backend_store)
+    made = services.open_app()
+    made.create_config("web", Spec(command=["true"]), new_meta("t"))
+    log_id = made.recorder.log_id()
+    made.close()
+    for former in FORMER_SETTINGS["postgresql" if backend_store else "sqlite"]:
+        app = services.open_app(**former)
+        try:
+            assert app.recorder.log_id() == log_id  # our chained recorder, on the same log
+            assert app.config("web").name == "web"
+            app.latest("web", None, True, new_meta("t"))
+            assert app.recorder.hash_at(app.recorder.max_notification_id() or 0) is not None  # chained as it wrote
+        finally:
+            app.close()

@@ -80,10 +80,10 @@ def test_application_name_reaches_every_connection(tmp_path: Path, postgres_url:
         app.recorder.max_notification_id()  # the pool's connections, kept open
         pooled = sessions_named(name)
         assert pooled >= 1
-        listener = services.backend.listener(app.recorder)
+        listener = app.recorder.listener()
         assert listener is not None
         assert sessions_named(name) == pooled + 1
-        log = services.backend.rebuild_log(app.recorder)
+        log = app.recorder.rebuild_log()
         with psycopg.connect(log.conninfo) as reader:  # type: ignore[union-attr]
             assert reader.execute("SHOW application_name").fetchone() == (name,)
             assert sessions_named(name) == pooled + 2

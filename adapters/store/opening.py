@@ -1,0 +1,85 @@
+"""How a backend opens the log: the chained recorders' base, and the backend given to the recorder it opened
+(light to import: eventsourcing's persistence loads only when a log is opened)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, cast
+from uuid import UUID
+
+from .port import APP_NAME, Backend, Datastore, LogRecorder, Opened, StoreUnavailable, TablesBeside
+
+if TYPE_CHECKING:
+    from eventsourcing.persistence import StoredEvent
+
+
+class SnapshotTable(Protocol):
+    """The library's recorder of snapshots, as events_after reads its table."""
+
+    @property
+    def datastore(self) -> object: ...
+
+    @property
+    def events_table_name(self) -> str: ...
+
+
+class ChainedLog:
+    """The base both chained recorders add to the library's: the backend that opened them, and what the rest
+    of the code asks of it through the recorder (LogRecorder) without naming it."""
+
+    backend: Backend  # the store that opened it: set by open_app / open_recorder below, never from outside
+
+    if TYPE_CHECKING:  # the library's, under each recorder
+
+        @property
+        def datastore(self) -> Datastore: ...
+
+    @property
+    def beside(self) -> TablesBeside:
+        """Our tables beside the log (leases), in its dialect, on its connections."""
+        return TablesBeside(self.backend, self.datastore)
+
+    def describe(self, error: BaseException) -> str:
+        """One line about a storage error, with any password removed."""
+        return self.backend.describe(error)
+
+    def close(self) -> None:
+        """Close the log's connections (a recorder opened without an application)."""
+        self.datastore.close()
+
+    def events_after(
+        self, wanted: Sequence[tuple[UUID, int | None]], snapshots: SnapshotTable | None
+    ) -> tuple[list[StoredEvent], list[StoredEvent]]:
+        """The events of each stream after the version given, or, given None, its last snapshot (in the table
+        of `snapshots`) and the events after it, in as few statements as the dialect allows."""
+        raise NotImplementedError  # each recorder's own
+
+
+def bind(recorder: object, backend: Backend) -> None:
+    """Give a chained recorder the backend that opened it (a plain library recorder, which a benchmark may
+    ask for, has no use for one)."""
+    if isinstance(recorder, ChainedLog):
+        recorder.backend = backend
+
+
+def open_app(backend: Backend, construct: Callable[[dict[str, str]], Opened]) -> Opened:
+    """An application on `backend`'s store, creating what is missing; its recorder knows its backend."""
+    app = backend.open(construct, reading=False)
+    bind(app.recorder, backend)
+    return app
+
+
+def open_recorder(backend: Backend) -> LogRecorder:
+    """Only the log's recorder, for reads (no DDL; a store with no log is refused)."""
+    from eventsourcing.persistence import InfrastructureFactory
+    from eventsourcing.utils import Environment
+
+    def construct(env: dict[str, str]) -> object:
+        return InfrastructureFactory.construct(Environment(APP_NAME, {**os.environ, **env})).application_recorder()
+
+    recorder = backend.open(construct, reading=True)
+    if not isinstance(recorder, ChainedLog):  # the settings named another recorder class
+        raise StoreUnavailable(f"cannot use {backend.shown()}: its recorder is not a chained one")
+    recorder.backend = backend
+    return cast("LogRecorder", recorder)  # a ChainedLog is one of the two chained recorders
