@@ -11,10 +11,11 @@ claimed there again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate, CanMutateProtocol
 from eventsourcing.persistence import StoredEvent
 
 from ..adapters.store.recorders import LogSealed
@@ -29,6 +30,7 @@ from ..projections.records import record
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..adapters.store.backends import ChainedRecorder
     from ..adapters.store.transfer import Checked, Reader
     from .application import RolloutsApp
 
@@ -73,7 +75,7 @@ def seal(app: RolloutsApp, reason: str | None, meta: Meta) -> Seal:
     return Seal(position or found.position, found.head, found.head_hash)
 
 
-def _active(recorder: Any, head: int) -> list[tuple[str, int]]:
+def _active(recorder: ChainedRecorder, head: int) -> list[tuple[str, int]]:
     """(config, revision) of the deployments Pending or Running at `head`: the log folded from zero."""
     fold = OpenFold()
     for position, stream, version, topic, state, _ in recorder.hashed_events(1, head):
@@ -83,7 +85,7 @@ def _active(recorder: Any, head: int) -> list[tuple[str, int]]:
     return fold.active()
 
 
-def check_unsealed(recorder: Any) -> None:
+def check_unsealed(recorder: ChainedRecorder) -> None:
     """LogSealed when the log is sealed (a controller stops: its log moved)."""
     if (position := recorder.sealed()) is not None:
         raise LogSealed(recorder.log_id() or "", position)
@@ -135,12 +137,13 @@ def _aggregates(app: RolloutsApp, events: list[StoredEvent]) -> dict[UUID, Any]:
     """The aggregates that `events` (whole streams, in order) fold into."""
     found: dict[UUID, Any] = {}
     for stored in events:
-        event = app.mapper.to_domain_event(stored)
-        found[stored.originator_id] = event.mutate(found.get(stored.originator_id))
+        event = cast("CanMutateProtocol[Aggregate]", app.mapper.to_domain_event(stored))  # events of our aggregates
+        key = stored.originator_id if isinstance(stored.originator_id, UUID) else UUID(stored.originator_id)
+        found[key] = event.mutate(found.get(key))
     return found
 
 
-def origin_of(recorder: Any) -> dict[str, Any] | None:
+def origin_of(recorder: ChainedRecorder) -> dict[str, Any] | None:
     """Where this log came from (`log verify -o json`): None for a log made here."""
     import orjson
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,6 +16,7 @@ from ...domain.errors import NotFound
 from ...projections.history_queries import deployments
 from ...service.leases import freshest_age, lease_seconds
 from ..runtime.local import LocalRuntime, NoSuchDeployer
+from ..runtime.port import Observed, Runtime
 from . import completion
 from .output import emit_json, output_option, show
 from .params import name_argument
@@ -24,7 +27,7 @@ from .types import REVISION
 COLUMNS = ["name", "config", "version", "attempt", "state", "exit_code", "reason", "created_at", "ended_at"]
 
 
-def runtime(state: State):  # type: ignore[no-untyped-def]
+def runtime(state: State) -> LocalRuntime:
 
     state.home.ensure()
     return LocalRuntime(state.home)
@@ -136,11 +139,11 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
         rt.close()
 
 
-def _deployers_of(rt: Any, name: str, revision: int) -> list[Any]:
+def _deployers_of(rt: Runtime, name: str, revision: int) -> list[Observed]:
     return [r for r in rt.list(include_pruned=True) if r.config == name and r.revision == revision]
 
 
-def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
+def _logs_document(rt: Runtime, name: str, row: dict[str, Any]) -> None:
     deployers = [
         {
             "name": r.name,
@@ -155,7 +158,9 @@ def _logs_document(rt: Any, name: str, row: dict[str, Any]) -> None:
     emit_json({"config": name, "version": row["revision"], "phase": row["phase"], "deployers": deployers})
 
 
-def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) -> None:
+def _print_logs(
+    state: State, rt: Runtime, name: str, revision: int, follow: Callable[[], dict[str, Any] | None]
+) -> None:
     """Print each deployer's output; with `follow` (the deployment's row, re-read), until it ends."""
 
     still = Stillness(lease_seconds(), lambda: freshest_age(state.recorder))
@@ -177,7 +182,7 @@ def _print_logs(state: State, rt: Any, name: str, revision: int, follow: Any) ->
         time.sleep(0.2)
 
 
-def _read(path: Any) -> bytes:
+def _read(path: Path) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -185,7 +190,7 @@ def _read(path: Any) -> bytes:
         return b""
 
 
-def _print_from(path, offset: int) -> int:  # type: ignore[no-untyped-def]
+def _print_from(path: Path, offset: int) -> int:
     try:
         with open(path, "rb") as f:
             f.seek(offset)

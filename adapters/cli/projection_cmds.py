@@ -126,7 +126,8 @@ def diff(state: State, names: tuple[str, ...], output: str) -> None:
     live = state.read(*(p.name for p in chosen))
     found = []
     for p in chosen:
-        position = files.tracked(live.db(p.name), p.name).position
+        at = files.tracked(live.db(p.name), p.name)
+        position = at.position if at is not None else 0  # (caught up just now: it tracks where it stands)
         with tempfile.TemporaryDirectory(prefix="rollouts-diff-") as scratch:
             rebuilt = ProjectionStore(Path(scratch), Bounded(live.source, position), warn=state.warn)
             try:
