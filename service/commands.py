@@ -115,7 +115,7 @@ def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | Non
     return results
 
 
-def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:
+def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:  # a config or a deployment: the caller knows which
     """An aggregate as the log has it now (new events read), not copied: read it at once, never change it."""
     try:
         return app.repository.get(aggregate_id, deepcopy_from_cache=False)
