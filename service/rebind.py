@@ -42,10 +42,10 @@ def survey(session: Session) -> Survey:
     From here on the session acts on the store's log whatever the home is bound to."""
     session.accept_any_log = True
     try:
-        old = binding.load(session.home.runtime)
+        old, unreadable = binding.load(session.home.runtime), False
     except binding.UnreadableBinding:  # the error that sends the user here must not stop them here too
-        return Survey(None, True, _foreign(session))
-    return Survey(old, False, _foreign(session))
+        old, unreadable = None, True
+    return Survey(old, unreadable, _foreign(session))
 
 
 def target(session: Session) -> tuple[str | None, int] | None:
