@@ -13,8 +13,9 @@ from eventsourcing.persistence import IntegrityError, OperationalError
 from ..adapters.store.failures import is_lock_timeout
 from ..domain import ids, phases, rollout
 from ..domain.config import DeploymentConfig
-from ..domain.deployment import ABORTED, Deployment
+from ..domain.deployment import Deployment
 from ..domain.errors import DomainError, NotFound
+from .rollbacks import rollback_for
 
 if TYPE_CHECKING:
     from .application import RolloutsApp
@@ -37,7 +38,7 @@ def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: 
         every = app.guarded_freeze_all()
         try:  # frozen or unapproved, as the log says now, whatever the plan's view said: not claimed
             aggregates = rollout.claim(
-                config, deployment, claimant, meta, freeze_all=every and every.freeze, now=datetime.now(UTC)
+                config, deployment, claimant, meta, freeze_all=every.freeze if every else None, now=datetime.now(UTC)
             )
         except DomainError:
             return [], None
@@ -93,23 +94,6 @@ def report_decision(
     return decision
 
 
-def rollback_for(app: RolloutsApp, config: DeploymentConfig, deployment: Deployment, meta: dict[str, Any]) -> list[Any]:
-    """The aggregates of the automatic rollback `deployment`'s failure calls for (none if it calls for none),
-    decided on the config and deployment as this decision holds them."""
-    to = rollout.rollback_due(config, deployment, _last_complete(app, config, deployment))
-    if to is None:
-        return []
-
-    source = app.deployment(config, to)
-    from ..domain.spec import Spec  # start-up cost: pydantic loads only for a rollback
-
-    restored = app.spec_source(config, source).typed_spec().rollout_part()
-    spec = Spec.model_validate({**config.spec, **restored}).to_data()  # as undo stores it
-    if not deployment.deployer_claimed:  # nothing of it ran: no rollback deployment (7.11)
-        return rollout.set_back(config, spec, meta)
-    return rollout.auto_rollback(config, deployment, source, spec, meta)
-
-
 def _as_if_alone(config: DeploymentConfig, deployment: Deployment) -> list[Any]:
     """What to save for reports applied at once, their events in the order separate reports
     would have appended them: the deployment's, but for its last, then the config's (the slot's
@@ -118,19 +102,6 @@ def _as_if_alone(config: DeploymentConfig, deployment: Deployment) -> list[Any]:
     reported = list(deployment.collect_events())
     released = list(config.collect_events())
     return [*reported[:-1], *released, *reported[-1:], config, deployment]
-
-
-def _last_complete(app: RolloutsApp, config: DeploymentConfig, deployment: Deployment) -> int | None:
-    """The last Complete revision before a failed one, looked up only when the config does not know it
-    (a snapshot taken before configs kept it) and only for a failure that may call for a rollback."""
-    if config.last_complete is not None or not deployment.reason or deployment.phase != phases.FAILED:
-        return None
-    if not (config.spec.get("auto_rollback") or deployment.reason.startswith(ABORTED)):
-        return None
-    for revision in range(deployment.revision - 1, 0, -1):
-        if app.deployment(config, revision).phase == phases.COMPLETE:
-            return revision
-    return None
 
 
 def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | None:
@@ -159,7 +130,7 @@ def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | Non
     return results
 
 
-def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:
+def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:  # a config or a deployment: the caller knows which
     """An aggregate as the log has it now (new events read), not copied: read it at once, never change it."""
     try:
         return app.repository.get(aggregate_id, deepcopy_from_cache=False)

@@ -20,7 +20,7 @@ SHOWN_AS = {"revision": "version", "latest_revision": "latest_version"}
 _INTERNAL = ("stream", "config", "step")  # history columns that only join views
 
 
-def json_text(document: Any) -> str:
+def json_text(document: object) -> str:
     """The one JSON rendering: what `-o json` prints (without its newline) and the API's body."""
     return json.dumps(document, indent=2, default=str)
 

@@ -11,10 +11,11 @@ claimed there again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate, CanMutateProtocol
 from eventsourcing.persistence import StoredEvent
 
 from ..adapters.store.log_recorder import LogSealed
@@ -136,8 +137,9 @@ def _aggregates(app: RolloutsApp, events: list[StoredEvent]) -> dict[UUID, Any]:
     """The aggregates that `events` (whole streams, in order) fold into."""
     found: dict[UUID, Any] = {}
     for stored in events:
-        event = app.mapper.to_domain_event(stored)
-        found[stored.originator_id] = event.mutate(found.get(stored.originator_id))
+        event = cast("CanMutateProtocol[Aggregate]", app.mapper.to_domain_event(stored))  # events of our aggregates
+        key = stored.originator_id if isinstance(stored.originator_id, UUID) else UUID(stored.originator_id)
+        found[key] = event.mutate(found.get(key))
     return found
 
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..adapters.runtime.port import claim_parts
 from ..domain.spec import Spec
 from .launch import command_of, inherited
+from .violations import Violation
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 ROWS = (
     "SELECT name, config, revision, argv, env, pass_env, claim FROM deployers"
@@ -29,7 +33,7 @@ RUN = (
 )
 
 
-def runtime_breaks(runtime: Path, log_id: str | None, history: Any) -> list[dict[str, Any]]:
+def runtime_breaks(runtime: Path, log_id: str | None, history: sqlite_utils.Database) -> list[Violation]:
     """The runs of `runtime` (a home's runtime folder) made for claims of log `log_id` whose argv,
     env or passed names differ from what the spec of their deployment, as `history` (the log's fold
     of the history view) holds it, says: as `audit` violations."""
@@ -53,9 +57,7 @@ def runtime_breaks(runtime: Path, log_id: str | None, history: Any) -> list[dict
             continue
         problem = _differs(run[0], run[1], name, argv, env, pass_env)
         if problem is not None:
-            found.append(
-                {"position": parts[1], "config": config, "version": revision, "rule": "I8", "message": problem}
-            )
+            found.append(Violation("I8", parts[1], problem, config, revision))
     return found
 
 

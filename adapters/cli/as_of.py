@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from .params import utc_text
 from .state import State
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 F = TypeVar("F", bound=Callable[..., Any])
 _POSITION = re.compile(r"[0-9]{1,18}")  # ASCII: \d takes a full-width 5 for 5
@@ -49,7 +52,7 @@ def position_at(state: State, value: int | str) -> int:
     return audit_queries.last_position_at(state.read("audit").db("audit"), value)
 
 
-def history_at(state: State, name: str, value: int | str) -> Any:
+def history_at(state: State, name: str, value: int | str) -> sqlite_utils.Database:
     """The history view of config `name` as the log stood at `value` (never the live view)."""
 
     as_of, _ = _past()

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import click
 
 from ...service.leases import lease_seconds
-from ...service.moves import check_unsealed
-from ..controller.loop import SQLITE_CACHE_KIB, Controller, PassCutShort, claimant_id, claimant_where
-from ..notify.notifier import Notifier
-from ..runtime.local import LocalRuntime
+from ..controller.loop import PassCutShort
+from ..controller.start import controller_for
 from ..runtime.shim import undumpable
 from .state import State, pass_state
 from .types import Seconds
-
-if TYPE_CHECKING:
-    from ..store.port import LogRecorder
 
 
 @click.group()
@@ -83,50 +76,16 @@ def run(state: State, once: bool, until_idle: bool, interval: float, timeout: fl
         if not quiet:
             click.echo(f"{datetime.now(UTC):%H:%M:%S} {text}", err=True)
 
-    state.cache_kib = SQLITE_CACHE_KIB
-    app = state.app
-
-    # Several hosts share a PostgreSQL log: shims then stop their deployer when our heartbeat
-    # is older than half a lease, before other hosts may end our claims (after a full lease).
-    runtime = LocalRuntime(
-        state.home, heartbeat_max_age=lease_seconds() / 2 if shared else None, cache_kib=SQLITE_CACHE_KIB
-    )
-    notifier = None
-    if not once:
-        claimant = claimant_id(state.home)
-        notifier = Notifier(state.services.open_app, state.meta, log, claimant, caller_app=app)
+    ctl = controller_for(state, log, notify=not once)
     try:
-        ctl = Controller(
-            app,
-            state.projections,
-            runtime,
-            claimant_id(state.home),
-            state.actor,
-            os.getcwd(),
-            log,
-            check_log=lambda: _check_log(state, app.recorder),
-            notifier=notifier,
-            where=claimant_where(state.home) if shared else None,  # one log a home: a copy has its own
-            fence={
-                "ROLLOUT_HOME": str(state.home.path.absolute()),
-                "ROLLOUT_STORE": state.backend.store.for_deployers(),
-            },
-        )
         code = ctl.run(once=once, until_idle=until_idle, interval=interval, timeout=timeout)
     except PassCutShort as cut:
         click.echo(f"warning: the pass committed its events, then stopped: {cut}", err=True)
         code = 0
     finally:
-        runtime.close()
+        ctl.runtime.close()
     if code:
         why = "stopped (SIGTERM or Ctrl-C)" if ctl.stopping.is_set() else "timed out"
         click.echo(f"error: {why} before the controller was idle", err=True)
     sys.stdout.flush()
     raise click.exceptions.Exit(code)
-
-
-def _check_log(state: State, recorder: LogRecorder) -> None:
-    """Before each pass: the home's binding holds, and the log is not sealed (it moved: the controller exits 1)."""
-
-    state.check_log(recorder)
-    check_unsealed(recorder)

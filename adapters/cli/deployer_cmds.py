@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,7 +17,7 @@ from ...projections.history_queries import deployments
 from ...service import commands
 from ...service.leases import freshest_age, lease_seconds
 from ..runtime.local import LocalRuntime, NoSuchDeployer
-from ..runtime.port import Observed
+from ..runtime.port import Observed, Runtime
 from . import completion
 from .output import emit_json, output_option, show
 from .params import name_argument
@@ -145,11 +145,11 @@ def logs(state: State, name: str, revision: int | None, follow: bool, output: st
         rt.close()
 
 
-def _deployers_of(rt: LocalRuntime, name: str, revision: int) -> list[Observed]:
+def _deployers_of(rt: Runtime, name: str, revision: int) -> list[Observed]:
     return [r for r in rt.list(include_pruned=True) if r.config == name and r.revision == revision]
 
 
-def _logs_document(rt: LocalRuntime, name: str, row: dict[str, Any]) -> None:
+def _logs_document(rt: Runtime, name: str, row: dict[str, Any]) -> None:
     deployers = [
         {
             "name": r.name,
@@ -165,7 +165,7 @@ def _logs_document(rt: LocalRuntime, name: str, row: dict[str, Any]) -> None:
 
 
 def _print_logs(
-    state: State, rt: LocalRuntime, name: str, revision: int, follow: Callable[[], dict[str, Any] | None]
+    state: State, rt: Runtime, name: str, revision: int, follow: Callable[[], dict[str, Any] | None]
 ) -> None:
     """Print each deployer's output; with `follow` (the deployment's row, re-read), until it ends."""
 
@@ -188,7 +188,7 @@ def _print_logs(
         time.sleep(0.2)
 
 
-def _read(path: str | os.PathLike[str]) -> bytes:
+def _read(path: Path) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -196,7 +196,7 @@ def _read(path: str | os.PathLike[str]) -> bytes:
         return b""
 
 
-def _print_from(path: str | os.PathLike[str], offset: int) -> int:
+def _print_from(path: Path, offset: int) -> int:
     try:
         with open(path, "rb") as f:
             f.seek(offset)

@@ -115,9 +115,9 @@ def internal_error(error: BaseException) -> str:
 
 def run(cli: click.Group, argv: list[str] | None) -> int:
     crash_home.set(None)
-    colour = {"color": False} if no_colour() else {}
+    colour = False if no_colour() else None  # None: click decides, as when it is not given
     try:
-        result = cli.main(args=argv, prog_name="rollouts", standalone_mode=False, **colour)
+        result = cli.main(args=argv, prog_name="rollouts", standalone_mode=False, color=colour)
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.exceptions.NoArgsIsHelpError as bare:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +14,9 @@ from .output import output_option, show
 from .params import iso_utc, valid_name
 from .state import State, pass_reader
 from .types import POSITION, REVISION, Whole
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 EVENT_COLUMNS = ["position", "timestamp", "config", "version", "attempt", "type", "actor"]
 
@@ -74,7 +77,7 @@ def events(
     show(rows, EVENT_COLUMNS, output, "No events.")
 
 
-def _known_type(db: Any, type_: str) -> None:
+def _known_type(db: sqlite_utils.Database, type_: str) -> None:
     """`--type` names an event type the domain records, or one the log holds (a usage error otherwise)."""
 
     problem = type_problem(db, type_)

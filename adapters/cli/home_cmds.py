@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import click
 
 from ...domain.errors import DomainError
-from ...service.moves import log_ids_by_position, rename_rewound
+from ...service import rebind as rebinding
 from ..controller.loop import claimant_id
-from ..runtime.local import LocalRuntime
-from ..runtime.port import claim_parts
-from ..store import binding
 from .state import State, pass_state
 
 
@@ -54,78 +48,38 @@ def rebind(state: State, dry_run: bool, yes: bool) -> None:
       rollouts home rebind
     """
 
-    state.accept_any_log = True
-    try:
-        old = binding.load(state.home.runtime)
-    except binding.UnreadableBinding:  # the error that sends the user here must not stop them here too
-        old, was = None, "an unreadable binding"
+    found = rebinding.survey(state)
+    if found.unreadable:
+        was = "an unreadable binding"
     else:
-        was = f"log {old.log_id} seen up to position {old.seen}" if old else "no log"
-    foreign = _foreign(state)
+        was = f"log {found.old.log_id} seen up to position {found.old.seen}" if found.old else "no log"
     if dry_run:
-        _tell_plan(state, foreign, was)
+        _tell_plan(state, found.foreign, was)
         return
-    if foreign and not yes:
-        _consent(foreign)
-    app = state.app
-    if old is not None and old.log_id == app.recorder.log_id() and _rewound(state, old):
-        renamed = rename_rewound(app, state.meta())  # its next positions must not repeat the old log's keys
-        click.echo(f"log {old.log_id} went back: it continues as log {renamed} from position {old.seen}")
-    head = app.recorder.max_notification_id() or 0
-    app.rebind_home(claimant_id(state.home), (old.log_id, old.seen) if old else (None, None), head, state.meta())
-    runtime = LocalRuntime(state.home)
-    try:
-        stopped = _stop_foreign(runtime, app)
-        disowned = runtime.disown_unclaimed()
-    finally:
-        runtime.close()
-    shutil.rmtree(state.home.projections, ignore_errors=True)
-    state.home.ensure()
-    head = app.recorder.max_notification_id() or 0
-    hash_ = app.recorder.hash_at(head) if head else None
-    bound = binding.record(state.home.runtime, app.recorder.log_id(), head, hash_, replace=True)
-    state.read("desired", "history", "audit")
+    if found.foreign and not yes:
+        _consent(found.foreign)
+    done = rebinding.rebind(state, found, claimant_id(state.home))
+    if done.renamed is not None and found.old is not None:
+        click.echo(
+            f"log {found.old.log_id} went back: it continues as log {done.renamed} from position {found.old.seen}"
+        )
+    bound = done.bound
     click.echo(
         f"home {state.home.path} bound to log {bound.log_id} at position {bound.seen} (was {was}); views rebuilt"
     )
-    for name in stopped:
+    for name in done.stopped:
         click.echo(f"stopped {name}: it runs for no claim of this log")
-    if disowned:
-        click.echo(f"{disowned} deployer(s) made before claims were recorded will not be adopted")
-
-
-def _rewound(state: State, old: Any) -> bool:
-    """Whether the log went back or changed under the home's binding `old` (the same log id)."""
-    recorder = state.app.recorder
-    head = recorder.max_notification_id() or 0
-    return head < old.seen or (old.hash is not None and old.seen > 0 and recorder.hash_at(old.seen) != old.hash)
+    if done.disowned:
+        click.echo(f"{done.disowned} deployer(s) made before claims were recorded will not be adopted")
 
 
 class NotConfirmed(DomainError):
     """A rebind that would stop deployers, not confirmed (the CLI exits 1, nothing done)."""
 
 
-def _foreign(state: State) -> list[str]:
-    """The running deployers a rebind would stop, found without changing anything (no log is made)."""
-
-    if not (state.home.runtime / "runtime.db").exists():
-        return []
-
-    app = state.app if state.store_has_log() else None
-    writers = log_ids_by_position(app) if app is not None else None
-    runtime = LocalRuntime(state.home.path)
-    try:
-        return [row.name for row in runtime.active() if not _made_for(row, app, writers)]
-    finally:
-        runtime.close()
-
-
 def _tell_plan(state: State, foreign: list[str], was: str) -> None:
-    if state.store_has_log():
-        head = state.recorder.max_notification_id() or 0
-        to = f"log {state.recorder.log_id()} at position {head}"
-    else:
-        to = f"a new, empty log in {state.store_shown()}"
+    target = rebinding.target(state)
+    to = f"a new, empty log in {state.store_shown()}" if target is None else f"log {target[0]} at position {target[1]}"
     click.echo(f"would bind home {state.home.path} to {to} (was {was})")
     for name in foreign:
         click.echo(f"would stop {name}: it runs for no claim of this log")
@@ -143,26 +97,3 @@ def _consent(foreign: list[str]) -> None:
         )
     if not click.confirm(f"Stop {len(foreign)} running deployer(s) ({names}) and rebind?", default=False, err=True):
         raise NotConfirmed("home rebind not confirmed: nothing changed")
-
-
-def _made_for(row: Any, app: Any, writers: Callable[[int], str] | None) -> bool:
-    """Whether runtime row `row` was made for a claim of the log `app` holds (None: no log yet), by the log
-    that wrote the claim's position (`writers`: this log, or the one it went on from)."""
-
-    claim = claim_parts(row.claim)
-    if app is None or writers is None or claim is None:
-        return False
-    return claim[0] == writers(claim[1]) and app.recorder.hash_at(claim[1]) == claim[2]
-
-
-def _stop_foreign(runtime: Any, app: Any) -> list[str]:
-    """Stop the running deployers that no claim of this log made: they belong to a history that is gone."""
-
-    writers = log_ids_by_position(app)
-    stopped = []
-    for row in runtime.active():
-        if _made_for(row, app, writers):
-            continue
-        runtime.stop(row.name, reason="stopped by home rebind: no claim of this log made it")
-        stopped.append(row.name)
-    return stopped

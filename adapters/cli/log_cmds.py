@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import IO, TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,13 @@ from .output import emit_json, output_option
 from .params import expected_head
 from .state import State, pass_log_reader, pass_state
 from .types import POSITION, TEXT
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from ..store.checkpoint import Checkpoint
+
+Step = Callable[[int], None]  # reports progress by so much
 
 
 @click.group()
@@ -50,7 +58,9 @@ def log() -> None:
 )
 @output_option
 @pass_log_reader
-def verify(state: State, expect_head: tuple[int, str] | None, checkpoint: Any, pubkey: Any, output: str) -> None:
+def verify(
+    state: State, expect_head: tuple[int, str] | None, checkpoint: IO[str] | None, pubkey: IO[bytes] | None, output: str
+) -> None:
     """Recompute the hash chain from position zero; exit 1 if any event was changed.
 
     Every event's hash covers its whole stored record and the hash before it, so an
@@ -112,11 +122,11 @@ def verify(state: State, expect_head: tuple[int, str] | None, checkpoint: Any, p
         raise click.exceptions.Exit(1)
 
 
-def _checkpoint(text: Any, pubkey: Any) -> Any:
+def _checkpoint(text: IO[str] | None, pubkey: IO[bytes] | None) -> Checkpoint | None:
     """The checkpoint --checkpoint names, its signature checked with --pubkey; None without them."""
     if (text is None) != (pubkey is None):
         raise click.UsageError("--checkpoint and --pubkey go together")
-    if text is None:
+    if text is None or pubkey is None:
         return None
     signing = _signing()
     try:
@@ -153,7 +163,7 @@ def _refused(message: str) -> int:
 @click.option("--name", default="rollouts", show_default=True, help="The key's name in the signature line.")
 @output_option
 @pass_log_reader
-def checkpoint(state: State, key: Any, name: str, output: str) -> None:
+def checkpoint(state: State, key: IO[bytes], name: str, output: str) -> None:
     """Print a signed checkpoint of the log's head: log id, position, hash, time, signature.
 
     The chain is verified first (a broken log is not signed: exit 1). Keep the
@@ -260,7 +270,7 @@ def export(state: State, after: int, until: int | None, seal: bool, reason: str 
     help="Import an export without a seal (a backup) as a new log; every deployment open in it fails there.",
 )
 @pass_state
-def import_(state: State, source: Any, fork: bool) -> None:
+def import_(state: State, source: IO[str], fork: bool) -> None:
     """Load an exported log (a file, or - for stdin) into an EMPTY store, as a new log.
 
     Every line is checked as it is read, in one transaction: its hash must
@@ -314,7 +324,7 @@ def _close_unremembered(state: State) -> None:
         app.close()
 
 
-def _size(source: Any) -> int:
+def _size(source: IO[str]) -> int:
     """A file's size in bytes, for the progress bar (0 for a pipe: no bar)."""
     import os
 
@@ -324,14 +334,14 @@ def _size(source: Any) -> int:
         return 0
 
 
-def _reported(lines: Any, step: Any) -> Any:
+def _reported(lines: Iterable[str], step: Step) -> Iterator[str]:
     """The lines, each reported to the progress bar by its length (at most its size in bytes)."""
     for line in lines:
         step(len(line))
         yield line
 
 
-def _progress(total: int, label: str, least: int = 10_000) -> Any:
+def _progress(total: int, label: str, least: int = 10_000) -> AbstractContextManager[Step]:
     """A progress bar on a terminal's stderr for long work (`total` of at least `least`); elsewhere a no-op step."""
     import contextlib
     import sys
@@ -340,7 +350,7 @@ def _progress(total: int, label: str, least: int = 10_000) -> Any:
         return contextlib.nullcontext(lambda _: None)
 
     @contextlib.contextmanager
-    def bar() -> Any:
+    def bar() -> Iterator[Step]:
         with click.progressbar(length=total, label=label, file=sys.stderr) as shown:
             yield shown.update
 

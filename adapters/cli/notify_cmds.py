@@ -116,6 +116,7 @@ def add(
         except sinks.BadURL as error:
             raise click.BadParameter(str(error).removeprefix("--url-env: "), param_hint="--url-env") from None
     else:
+        assert url is not None  # one of them, checked above
         secrets = sinks.secrets_in(url)
         if secrets:
             state.warn(

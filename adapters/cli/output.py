@@ -25,7 +25,7 @@ def output_option(f: F) -> F:
     )(f)
 
 
-def emit_json(document: Any) -> None:
+def emit_json(document: object) -> None:
 
     click.echo(json_text(document))
 
@@ -39,7 +39,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     click.echo("\n".join(line.rstrip() for line in lines))
 
 
-def cell(value: Any) -> str:
+def cell(value: object) -> str:
     """`value` as one line of a table or a detail view: None as <none>, a line break or any other character
     that is not printable as a space, runs of them as one (a message of several lines must not pass for
     more fields, nor a reason written by anyone send escape sequences to the terminal that reads it)."""

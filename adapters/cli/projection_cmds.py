@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.shell_completion import CompletionItem
@@ -14,6 +14,9 @@ from ...projections.registry import BY_NAME
 from ...projections.store import ProjectionStore, UnknownProjection, projections_named
 from .output import emit_json, output_option, show, table
 from .state import State, pass_reader, pass_state, require_a_log
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
 
 
 def view_completion(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
@@ -77,9 +80,11 @@ def rebuild(state: State, names: tuple[str, ...], shadow: bool) -> None:
         label = ", ".join(p.name for p in group)
         if sys.stderr.isatty():
             with click.progressbar(length=max(head, 1), label=f"rebuilding {label}", file=sys.stderr) as bar:
-                store.rebuild(
-                    group, shadow=shadow, progress=lambda position, _, bar=bar: bar.update(position - bar.pos)
-                )
+
+                def progress(position: int, _: int, bar: ProgressBar[int] = bar) -> None:
+                    bar.update(position - bar.pos)
+
+                store.rebuild(group, shadow=shadow, progress=progress)
         else:
             store.rebuild(group, shadow=shadow)
         for p in group:
@@ -121,7 +126,8 @@ def diff(state: State, names: tuple[str, ...], output: str) -> None:
     live = state.read(*(p.name for p in chosen))
     found = []
     for p in chosen:
-        position = files.tracked(live.db(p.name), p.name).position
+        at = files.tracked(live.db(p.name), p.name)
+        position = at.position if at is not None else 0  # (caught up just now: it tracks where it stands)
         with tempfile.TemporaryDirectory(prefix="rollouts-diff-") as scratch:
             rebuilt = ProjectionStore(Path(scratch), Bounded(live.source, position), warn=state.warn)
             try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,9 @@ from .params import name_argument
 from .state import State, pass_reader
 from .types import REVISION, Seconds
 
+if TYPE_CHECKING:
+    import sqlite_utils
+
 HISTORY_TABLE = ["version", "phase", "reason", "attempt", "cause", "message", "created_at", "finished_at"]
 RUNS_TABLE = ["name", "attempt", "kind", "try", "state", "exit_code", "started_at", "finished_at"]
 
@@ -37,7 +40,7 @@ def history_rows(
     return history_queries.deployments(history_db(state, name, as_of), name, revision)
 
 
-def history_db(state: State, name: str, as_of: int | str | None = None) -> Any:
+def history_db(state: State, name: str, as_of: int | str | None = None) -> sqlite_utils.Database:
     """The history view, caught up first, or as the log stood at `as_of`."""
     return state.read("history").db("history") if as_of is None else history_at(state, name, as_of)
 

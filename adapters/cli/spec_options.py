@@ -206,7 +206,7 @@ def refuse_roles_unknown(options: dict[str, Any], roles: bool) -> None:
         )
 
 
-def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[str, Any]) -> Any:
+def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[str, Any]) -> Spec:
     """The spec `data` with the given options applied; a one-line error when invalid."""
     from pydantic import ValidationError
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 
 class Stillness:
@@ -18,11 +17,11 @@ class Stillness:
         self.seconds = seconds
         self.lease_age = lease_age
         self.now = now
-        self.row: Any = None
+        self.row: object = None
         self.moved = now()
         self.said = False
 
-    def check(self, row: Any) -> str | None:
+    def check(self, row: object) -> str | None:
         """What to say now, seeing `row` (the deployment as the history view has it), if anything."""
         t = self.now()
         if row != self.row:

@@ -20,7 +20,7 @@ class Whole(click.IntRange):
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, str) and not value.isascii():  # int() takes a full-width 5 for 5
             self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
-        number: int = click.INT.convert(value, param, ctx)
+        number: int = click.INT.convert(value, param, ctx)  # type: ignore[arg-type]  # click's int() takes any value
         if self.max == SQLITE_MAX and number > SQLITE_MAX:
             self.fail(f"{number} is too large to exist", param, ctx)
         if not self.min <= number <= self.max:  # type: ignore[operator]

@@ -83,10 +83,10 @@ class Executor:
         """The step a report just made current, when it is ours to create at once (a process with no wait):
         created in this pass, not the next (one pass per step or measurement, not two). The create
         re-reads the log first, as every create does."""
-        if changed is None or not changed.is_open:
+        if changed is None or not changed.is_open or changed.step is None:
             return []
         step = changed.step
-        if step is None or not step.runs or step.created or step.delay != 0 or changed.claimant != self.claimant:
+        if not step.runs or step.created or step.delay != 0 or changed.claimant != self.claimant:
             return []
         if changed.cancel_requested:
             return []

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import PersistenceError
 
@@ -21,7 +21,7 @@ from ...domain import ids
 from ...domain.errors import DomainError, NotFound, StoreProblem
 from ...projections import freezes
 from ...projections.health import is_broken
-from ...projections.store import BY_NAME
+from ...projections.store import BY_NAME, ProjectionStore
 from ...service import commands
 from ...service.application import RolloutsApp, WriteConflict
 from ...service.leases import Leases
@@ -33,6 +33,9 @@ from .executor import Executor
 from .plan import REPORTS, Action, Kind, batches, gated, plan, waits_for_human
 from .twins import Twins
 from .watch import Watch
+
+if TYPE_CHECKING:
+    from ..notify.notifier import Notifier
 
 TRANSIENT = (PersistenceError, sqlite3.OperationalError)
 HEALS = 3  # passes in a row that may each heal a broken view before the controller gives up
@@ -112,14 +115,14 @@ class Controller:
     def __init__(
         self,
         app: RolloutsApp,
-        projections: Any,
+        projections: ProjectionStore,
         runtime: Runtime,
         claimant: str,
         actor: str,
         cwd: str,
         log: Log | None = None,
         check_log: Callable[[], None] | None = None,
-        notifier: Any = None,
+        notifier: Notifier | None = None,
         where: str | None = None,
         fence: Mapping[str, str] | None = None,
     ) -> None:
@@ -160,7 +163,7 @@ class Controller:
         self._renew_lease()
         running = self.runtime.active()  # before catching up: the claim of each was committed before it
         self.projections.catch_up([BY_NAME["desired"]])
-        rows = self.projections.query("desired", OPEN_ROWS)
+        rows: list[dict[str, Any]] = self.projections.query("desired", OPEN_ROWS)
         self._stop_ended_elsewhere(running, rows)
         if time.monotonic() - self._observed_at >= self.observe_every:
             self.runtime.observe()
@@ -174,7 +177,7 @@ class Controller:
         others = {r["claimant"] for r in rows if r["claimant"] and r["claimant"] != self.claimant}
         expired = frozenset(self.leases.expired() & others) if others else frozenset()
         now = datetime.now(UTC)
-        frozen = {f["stream"]: f for f in self.projections.query("desired", freezes.IN_LOG)}  # the local view
+        frozen = {str(f["stream"]): f for f in self.projections.query("desired", freezes.IN_LOG)}  # the local view
         born = self.runtime.born() if None in observed.values() else None  # asked only when a row is missing
         actions = plan(rows, observed, self.claimant, now, expired, frozen, born)
         planned = batches(actions)

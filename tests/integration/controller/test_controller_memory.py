@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rollouts.adapters.cli import controller_cmds
+from rollouts.adapters.controller import start
 from rollouts.adapters.controller.loop import SQLITE_CACHE_KIB
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
@@ -22,6 +22,7 @@ def test_the_controller_bounds_the_page_cache_of_each_connection_it_keeps(
             for name in ("desired", "history", "audit"):
                 caches[name] = projections.db(name).execute("PRAGMA cache_size").fetchone()[0]
             caches["runtime"] = runtime._db.execute("PRAGMA cache_size").fetchone()[0]
+            self.runtime = runtime  # closed by the command
             with app.recorder.datastore.get_connection(
                 commit=False
             ) as conn:  # the log's (a pool's: every one it makes)
@@ -32,7 +33,7 @@ def test_the_controller_bounds_the_page_cache_of_each_connection_it_keeps(
         def run(self, **kwargs: Any) -> int:
             return 0
 
-    monkeypatch.setattr(controller_cmds, "Controller", Probe)
+    monkeypatch.setattr(start, "Controller", Probe)
     result = rollouts.run("controller", "run", "--once")
     assert result.exit_code == 0, result.stderr
     assert caches == dict.fromkeys(("desired", "history", "audit", "runtime", "log"), -SQLITE_CACHE_KIB)
