@@ -3,23 +3,21 @@ becomes an outcome."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from . import condition
-from .condition import EvaluationError, Value
+from . import condition, measured
+from .condition import Value
+from .measured import Outcome
 from .spec import ENV_KEY_PATTERN
 
 PROVIDERS = ("prometheus", "http", "command")
-OUTCOMES = ("passed", "failed", "inconclusive")
 ROLLOUT_PLACEHOLDERS = ("config", "version", "attempt", "step", "weight")
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$")
-MOST_SHOWN = 256  # characters of a value or an error that an event keeps
 
 
 class TemplateSpec(BaseModel):
@@ -160,31 +158,6 @@ def values_of(spec: TemplateSpec, given: Mapping[str, str]) -> dict[str, str]:
     return {name: given.get(name, default or "") for name, default in spec.args.items()}
 
 
-def outcome(
-    spec: TemplateSpec, result: Value, *, empty: bool, error: str | None
-) -> tuple[Literal["passed", "failed", "inconclusive"], str | None]:
-    """A measurement's outcome and why it is inconclusive (DESIGN 7.9). An error is inconclusive; an empty
-    result follows --on-empty; then --success holding is passed, else --failure holding is failed, neither
-    inconclusive, and without --failure failed. Without --success any answer passes unless --failure holds.
-    A result the conditions cannot decide (NaN, a list where a number was meant) is inconclusive, with why."""
-    if error is not None:
-        return "inconclusive", shortened(error)
-    if empty:
-        return spec.on_empty, None if spec.on_empty != "inconclusive" else "empty result"
-    if isinstance(result, float) and math.isnan(result):
-        return "inconclusive", "the result is NaN"
-    try:
-        if spec.success is not None and condition.decide(spec.success, result):
-            return "passed", None
-        failed = spec.failure is not None and condition.decide(spec.failure, result)
-    except EvaluationError as why:
-        return "inconclusive", shortened(str(why))
-    if spec.success is None:  # any answer passes (an http 2xx), unless --failure holds
-        return ("failed", None) if failed else ("passed", None)
-    return ("failed", None) if failed or spec.failure is None else ("inconclusive", None)
-
-
-def shortened(text: str) -> str:
-    """At most MOST_SHOWN printable characters (an event keeps no more, and nothing that moves a terminal)."""
-    clean = "".join(c if c.isprintable() else " " for c in text)
-    return clean if len(clean) <= MOST_SHOWN else clean[: MOST_SHOWN - 1] + "…"
+def outcome(spec: TemplateSpec, result: Value, *, empty: bool, error: str | None) -> tuple[Outcome, str | None]:
+    """A measurement's outcome under `spec`'s conditions (measured.outcome says the rule)."""
+    return measured.outcome(spec.success, spec.failure, spec.on_empty, result, empty=empty, error=error)

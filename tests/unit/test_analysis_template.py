@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rollouts.domain.analysis import TemplateSpec, missing_args, outcome, resolved, shortened
+from rollouts.domain.analysis import TemplateSpec, missing_args, outcome, resolved
+from rollouts.domain.measured import shortened
 
 
 def prometheus(**changes: Any) -> TemplateSpec:
