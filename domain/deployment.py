@@ -9,10 +9,13 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from . import approval, ids, phases
+from .condition import Value
 from .deployment_state import DeploymentState
 from .errors import DomainError, IllegalTransition
+from .measured import Measured
 from .meta import Meta
 from .reasons import ABORTED, CANCELLED
+from .sequence import claimed_sources, tally_key
 from .step import DEPLOYER, VERIFY, Step, data_of
 from .topics import keep_stored_topics
 
@@ -67,12 +70,16 @@ class Deployment(DeploymentState, Aggregate):
 
     # -- commands ------------------------------------------------------------
 
-    def claim(self, claimant: str, meta: Meta) -> None:
+    def claim(self, claimant: str, meta: Meta, analysis: list[dict[str, Any]] | None = None) -> None:
+        """Claim the attempt's first step; `analysis` fixes the version (and so the cadence) of each analysis
+        template the spec names, for the whole attempt (DESIGN 7.9)."""
         phases.check(self.phase, "DeployerClaimed")
         if self.awaits_approval:
             raise DomainError(f"revision {self.revision} of {self.config} waits for an approval")
+        fixed = {"analysis": analysis} if analysis else {}  # (a claim without templates keeps its payload)
+        self.analysis = claimed_sources(analysis)  # the first step may already be a measurement's
         step = self.first_step()
-        self._claimed(attempt=self.attempt, name=step.name, step=step.as_data(), claimant=claimant, meta=meta)
+        self._claimed(attempt=self.attempt, name=step.name, step=step.as_data(), claimant=claimant, meta=meta, **fixed)
 
     def report_created(self, name: str, ref: str, meta: Meta) -> bool:
         step = self._current(name)
@@ -98,13 +105,16 @@ class Deployment(DeploymentState, Aggregate):
             self._hook_started(**self._hook_args(step), meta=meta)
         return True
 
-    def report_exited(self, name: str, exit_code: int, reason: str | None, meta: Meta) -> bool:
+    def report_exited(
+        self, name: str, exit_code: int, reason: str | None, meta: Meta, measured: Measured | None = None
+    ) -> bool:
+        """Record the exit of the current step's process (`measured`: what a template's measurement said)."""
         step = self._current(name)
         if step is None:
             return False
         kind = step.kind
         if kind == VERIFY:
-            self._measured(step, exit_code, reason, meta)
+            self._measured(step, exit_code, reason, meta, measured)
         elif kind == DEPLOYER and exit_code == 0:
             nxt = self.sequence.after_deployer(step.index, self.measured, self.full)
             self._deployer_succeeded(attempt=self.attempt, name=name, next=data_of(nxt), meta=meta)
@@ -228,9 +238,11 @@ class Deployment(DeploymentState, Aggregate):
 
     # -- helpers -------------------------------------------------------------
 
-    def _measured(self, step: Step, exit_code: int | None, detail: str | None, meta: Meta) -> None:
-        """Record a measurement's outcome, and what follows from it (DESIGN 7.6)."""
-        self._measurement_recorded(**self._measurement_outcome(step, exit_code, detail), meta=meta)
+    def _measured(
+        self, step: Step, exit_code: int | None, detail: str | None, meta: Meta, measured: Measured | None = None
+    ) -> None:
+        """Record a measurement's outcome, and what follows from it (DESIGN 7.6, 7.9)."""
+        self._measurement_recorded(**self._measurement_outcome(step, exit_code, detail, measured), meta=meta)
         self._announce_pause(meta)
 
     def _announce_pause(self, meta: Meta) -> None:
@@ -244,8 +256,18 @@ class Deployment(DeploymentState, Aggregate):
     # -- events (the phase each leads to: Event.apply, from phases.phase_after) -----------
 
     @event("DeployerClaimed")
-    def _claimed(self, attempt: int, name: str, step: dict[str, Any], claimant: str, meta: Meta) -> None:
+    def _claimed(
+        self,
+        attempt: int,
+        name: str,
+        step: dict[str, Any],
+        claimant: str,
+        meta: Meta,
+        analysis: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.claimant = claimant
+        self.analysis = claimed_sources(analysis)
+        self.template_versions = {a["template"]: int(a["version"]) for a in analysis or ()}
         self.step = Step.from_data(step)
         self.deployer_claimed = self.deployer_claimed or self.step.kind == DEPLOYER
 
@@ -324,10 +346,16 @@ class Deployment(DeploymentState, Aggregate):
         next: dict[str, Any] | None,
         reason: str | None,
         meta: Meta,
+        template: str | None = None,
+        value: Value = None,
+        error: str | None = None,
     ) -> None:
         self.measured = max(self.measured, number)
         tally = self.tallies.setdefault(step, {})
         tally[outcome] = tally.get(outcome, 0) + 1
+        source = tally_key(step, template.rsplit("@", 1)[0] if template else None)
+        mine = self.source_tallies.setdefault(source, {})
+        mine[outcome] = mine.get(outcome, 0) + 1
         if reason is not None:
             self._end(reason)
         else:

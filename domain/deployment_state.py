@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import approval, phases
 from .errors import DomainError
+from .measured import Measured
 from .names import HOOK_TRIES
 from .reasons import AUTO_ROLLBACK
-from .sequence import OUTCOMES, Sequence, outcome_of
+from .sequence import OUTCOMES, Sequence, Source, outcome_of, tally_key
 from .step import DEPLOYER, PAUSE, VERIFY, Step, data_of
 
 if TYPE_CHECKING:
@@ -47,10 +48,15 @@ class DeploymentState:
     # may exist (created on a host that could not report it yet), so a rollback must run (7.11).
     deployer_claimed = False
     stopping: str | None = None  # the step whose stop was decided (StopRequested), until it ends
+    analysis: tuple[Source, ...] = ()  # the templates this attempt's claim fixed, with their versions' cadence
+    template_versions: dict[str, int] = {}  # noqa: RUF012 - replaced, never changed in place: template -> version
 
     def _new_attempt(self) -> None:
         self.measured = 0
         self.tallies = {}
+        self.source_tallies: dict[str, dict[str, int]] = {}  # tally_key(step, template) -> outcomes
+        self.analysis = ()
+        self.template_versions = {}
         self.full = False
         self.abort_reason = None
 
@@ -72,7 +78,7 @@ class DeploymentState:
     @property
     def sequence(self) -> Sequence:
         """What this attempt runs, in order (domain/sequence.py)."""
-        return Sequence(self.config, self.revision, self.attempt, self.spec)
+        return Sequence(self.config, self.revision, self.attempt, self.spec, self.analysis)
 
     @property
     def is_auto_rollback(self) -> bool:
@@ -150,25 +156,37 @@ class DeploymentState:
             raise DomainError(f"revision {self.revision} has no step to report about")
         self.step = replace(self.step, created=True, started=started or self.step.started)
 
-    def _measurement_outcome(self, step: Step, exit_code: int | None, detail: str | None) -> dict[str, Any]:
-        """A measurement's outcome event (but its meta): the outcome, what follows, and why it failed the step."""
+    def _measurement_outcome(
+        self, step: Step, exit_code: int | None, detail: str | None, measured: Measured | None = None
+    ) -> dict[str, Any]:
+        """A measurement's outcome event (but its meta): the outcome, what follows, and why it failed the step.
+        A template's measurement decides its own outcome (`measured`: its exit says it too), with its value
+        and why it was inconclusive."""
         outcome = outcome_of(exit_code)
-        tally = dict(self.tallies.get(step.index, {}))
-        tally[outcome] = tally.get(outcome, 0) + 1
-        nxt, failed = self.sequence.after_measurement(step.index, step.try_, tally)
+        tallies = {k: dict(v) for k, v in self.source_tallies.items()}
+        mine = tallies.setdefault(tally_key(step.index, step.template), {})
+        mine[outcome] = mine.get(outcome, 0) + 1
+        nxt, failed = self.sequence.after_measurement(step.index, step.try_, tallies, step.template)
         reason = None
         if failed:
             why = f"exit code {exit_code}" if detail is None else detail
+            if step.template is not None and measured is not None and measured.value is not None:
+                why = f"value {measured.value}"
             reason = f"{VERIFICATION_FAILED}: measurement {step.name} failed ({why})"
-        args = self._measurement_args(step)
-        return {
-            **args,
+        event = {
+            **self._measurement_args(step),
             "outcome": outcome,
             "exit_code": exit_code,
             "detail": detail,
             "next": data_of(nxt),
             "reason": reason,
         }
+        if step.template is not None:  # (fields a --verify measurement's event never had: its payload stays)
+            version = self.template_versions.get(step.template)
+            event["template"] = f"{step.template}@{version}"
+            event["value"] = None if measured is None else measured.value
+            event["error"] = None if measured is None else measured.error
+        return event
 
     def _hook_failure(self, step: Step, exit_code: int, reason: str | None) -> dict[str, Any]:
         """A hook's failure event (but its meta): by its policy, tried again, ignored, or the attempt's end."""

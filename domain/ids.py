@@ -17,6 +17,12 @@ def deployment_id(config: UUID, revision: int) -> UUID:
     return uuid5(NAMESPACE_URL, f"/configs/{config}/deployments/{revision}")
 
 
+@lru_cache(maxsize=REMEMBERED)
+def template_id(name: str) -> UUID:
+    """An analysis template (DESIGN 7.9)."""
+    return uuid5(NAMESPACE_URL, f"/analysis/{name}")
+
+
 def seal_id(log_id: str) -> UUID:
     """The stream of a log's seal (domain.log.LogSeal): named here, so a recorder's check for it loads no aggregate."""
     return uuid5(NAMESPACE_URL, f"/logs/{log_id}/seal")

@@ -4,13 +4,21 @@ measurement process that runs a built-in provider decides its own outcome at the
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from . import condition
 from .condition import EvaluationError, Value
 
 Outcome = Literal["passed", "failed", "inconclusive"]
 MOST_SHOWN = 256  # characters of a value or an error that an event keeps
+
+
+class Measured(NamedTuple):
+    """What a template's measurement process said of itself: its value (as an event keeps it) and why it was
+    inconclusive (None when it was not, or said nothing)."""
+
+    value: Value
+    error: str | None
 
 
 def outcome(

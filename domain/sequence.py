@@ -4,9 +4,9 @@ deployment's frozen spec and what its attempt has done, as the events record it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import ids
 from .step import DEPLOYER, INCONCLUSIVE, PAUSE, POST, PRE, STEP_PAUSE, VERIFY, Step
@@ -21,14 +21,57 @@ def outcome_of(exit_code: int | None) -> str:
     return {0: PASSED, 1: FAILED}.get(exit_code if exit_code is not None else -1, INCONCLUSIVE_OUTCOME)
 
 
+class Source(NamedTuple):
+    """What a step's verification measures, each with its own cadence and limits (DESIGN 7.9): the config's
+    --verify (template None), or an analysis template as the attempt's claim fixed it."""
+
+    template: str | None
+    measurements: int  # how many the step's verification takes of it
+    interval: int
+    failure_limit: int
+    inconclusive_limit: int
+
+
+def claimed_sources(analysis: Iterable[Mapping[str, Any]] | None) -> tuple[Source, ...]:
+    """The templates an attempt's claim fixed (DeployerClaimed's `analysis`), as sources."""
+    return tuple(
+        Source(
+            a["template"], int(a["count"]), int(a["interval"]), int(a["failure_limit"]), int(a["inconclusive_limit"])
+        )
+        for a in analysis or ()
+    )
+
+
+def tally_key(index: int, template: str | None) -> str:
+    """The key of one source's outcomes in one rollout step (`Deployment.source_tallies`)."""
+    return f"{index}:{template or ''}"
+
+
 @dataclass(frozen=True)
 class Sequence:
-    """The steps of one attempt of a deployment, from its spec."""
+    """The steps of one attempt of a deployment, from its spec (and the templates its claim fixed)."""
 
     config: str
     revision: int
     attempt: int
     spec: Mapping[str, Any]
+    analysis: tuple[Source, ...] = ()
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """What each step's verification runs: --verify first, then each template, in order."""
+        own: tuple[Source, ...] = ()
+        if self.spec.get("verify"):
+            own = (
+                Source(
+                    None,
+                    int(self.spec.get("verify_count", 3)),
+                    int(self.spec.get("verify_interval", 10)),
+                    int(self.spec.get("failure_limit", 0)),
+                    int(self.spec.get("inconclusive_limit", 0)),
+                ),
+            )
+        return own + self.analysis
 
     @property
     def weights(self) -> list[int]:
@@ -50,9 +93,9 @@ class Sequence:
             name = ids.deployer_name(self.config, self.revision, self.attempt)
         return Step(DEPLOYER, 1, name, index=index)
 
-    def measurement(self, index: int, number: int, delay: int = 0) -> Step:
+    def measurement(self, index: int, number: int, delay: int = 0, template: str | None = None) -> Step:
         name = ids.measurement_name(self.config, self.revision, self.attempt, number)
-        return Step(VERIFY, number, name, index=index, delay=delay)
+        return Step(VERIFY, number, name, index=index, delay=delay, template=template)
 
     def pause(self, index: int, why: str) -> Step:
         pause = self.spec.get("step_pause", 0)
@@ -75,8 +118,9 @@ class Sequence:
 
     def after_deployer(self, index: int, measured: int, full: bool) -> Step | None:
         """After step `index`'s deployer exited 0: its first measurement, at once (none after --full)."""
-        if self.spec.get("verify") and not full:
-            return self.measurement(index, measured + 1)
+        sources = self.sources
+        if sources and not full:
+            return self.measurement(index, measured + 1, template=sources[0].template)
         return self.after_verified(index, full)
 
     def after_verified(self, index: int, full: bool = False) -> Step | None:
@@ -91,15 +135,27 @@ class Sequence:
         """After a pause ended by its timer or `rollout promote`: an inconclusive one counts as passed."""
         return self.after_verified(index) if why == INCONCLUSIVE else self.deployer(index + 1)
 
-    def after_measurement(self, index: int, number: int, tally: Mapping[str, int]) -> tuple[Step | None, bool]:
-        """After measurement `number` of step `index`, whose verification so far is `tally`: the next
-        step, and whether the verification has failed (then the deployment fails: no next step)."""
-        if tally.get(FAILED, 0) > int(self.spec.get("failure_limit", 0)):
+    def after_measurement(
+        self, index: int, number: int, tallies: Mapping[str, Mapping[str, int]], template: str | None = None
+    ) -> tuple[Step | None, bool]:
+        """After measurement `number` of step `index` (of source `template`), with each source's outcomes so
+        far in `tallies` (by tally_key): the next step, and whether the verification has failed (then the
+        deployment fails: no next step). One source past its failure limit fails the step at once; past its
+        inconclusive limit, the step pauses for a human; else the next source still short of its count is
+        measured (after its interval once it has been measured in this step), round the sources in turn."""
+        sources = self.sources
+        current = next((s for s in sources if s.template == template), None)
+        mine = tallies.get(tally_key(index, template), {})
+        if current is not None and mine.get(FAILED, 0) > current.failure_limit:
             return None, True
-        if tally.get(INCONCLUSIVE_OUTCOME, 0) > int(self.spec.get("inconclusive_limit", 0)):
+        if current is not None and mine.get(INCONCLUSIVE_OUTCOME, 0) > current.inconclusive_limit:
             return self.pause(index, INCONCLUSIVE), False
-        if sum(tally.get(o, 0) for o in OUTCOMES) < int(self.spec.get("verify_count", 3)):
-            return self.measurement(index, number + 1, int(self.spec.get("verify_interval", 10))), False
+        at = sources.index(current) if current is not None else -1
+        for source in sources[at + 1 :] + sources[: at + 1]:
+            done = sum(tallies.get(tally_key(index, source.template), {}).get(o, 0) for o in OUTCOMES)
+            if done < source.measurements:
+                delay = source.interval if done else 0
+                return self.measurement(index, number + 1, delay, source.template), False
         return self.after_verified(index), False
 
     def weight(self, index: int) -> int:

@@ -75,6 +75,9 @@ class Spec(BaseModel):
     failure_limit: int = Field(default=0, ge=0)
     inconclusive_limit: int = Field(default=0, ge=0)
     auto_rollback: bool = False  # a config policy, not part of what a deployment runs
+    # DESIGN 7.9: the analysis templates each step's verification runs, and the values of their arguments.
+    analysis: list[str] | None = None
+    analysis_args: dict[str, str] | None = None
 
     _command_not_blank = field_validator("command")(classmethod(lambda cls, argv: _argv_not_blank(argv)))
 
@@ -82,6 +85,22 @@ class Spec(BaseModel):
     @classmethod
     def _verify_not_blank(cls, argv: list[str] | None) -> list[str] | None:
         return None if argv is None else _argv_not_blank(argv)
+
+    @field_validator("analysis")
+    @classmethod
+    def _templates(cls, names: list[str] | None) -> list[str] | None:
+        if not names:
+            return None
+        for name in names:
+            validate_name(name)
+        if len(set(names)) != len(names):
+            raise ValueError("an analysis template is named twice")
+        return names
+
+    @field_validator("analysis_args")
+    @classmethod
+    def _template_args(cls, args: dict[str, str] | None) -> dict[str, str] | None:
+        return args or None
 
     @field_validator("steps")
     @classmethod

@@ -1,4 +1,4 @@
-"""The defaults of the spec's fields of DESIGN 7.6: a spec that leaves them so stores none of them (plain
+"""The defaults of the spec's fields of DESIGN 7.6 and 7.9: a spec that leaves them so stores none of them (plain
 values, no pydantic: read commands show them without loading the validated Spec)."""
 
 from typing import Any
@@ -13,4 +13,6 @@ STEP_DEFAULTS: dict[str, Any] = {
     "failure_limit": 0,
     "inconclusive_limit": 0,
     "auto_rollback": False,
+    "analysis": None,
+    "analysis_args": None,
 }

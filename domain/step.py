@@ -35,6 +35,7 @@ class Step:
     index: int = 1
     delay: int | None = 0
     why: str | None = None
+    template: str | None = None  # the analysis template a measurement runs (None: the config's --verify)
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Step:
@@ -46,6 +47,7 @@ class Step:
             index=data.get("index", 1),
             delay=data.get("delay", 0),
             why=data.get("why"),
+            template=data.get("template"),
         )
 
     def as_data(self) -> dict[str, Any]:
@@ -57,6 +59,8 @@ class Step:
             data["delay"] = self.delay
         if self.why is not None:
             data["why"] = self.why
+        if self.template is not None:
+            data["template"] = self.template
         return data
 
     @property
