@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import condition, measured
+from .analysis_template import CADENCE
 from .condition import Value
 from .measured import Outcome
 from .spec import ENV_KEY_PATTERN
@@ -41,11 +42,11 @@ class TemplateSpec(BaseModel):
     success: str | None = None
     failure: str | None = None
     on_empty: Literal["inconclusive", "failed", "passed"] = "inconclusive"
-    count: int = Field(default=3, ge=1, le=1000)
-    interval: int = Field(default=10, ge=0, le=86400)
+    count: int = Field(default=CADENCE["count"], ge=1, le=1000)
+    interval: int = Field(default=CADENCE["interval"], ge=0, le=86400)
     timeout: int = Field(default=30, ge=1, le=86400)
-    failure_limit: int = Field(default=0, ge=0)
-    inconclusive_limit: int = Field(default=0, ge=0)
+    failure_limit: int = Field(default=CADENCE["failure_limit"], ge=0)
+    inconclusive_limit: int = Field(default=CADENCE["inconclusive_limit"], ge=0)
     args: dict[str, str | None] = Field(default_factory=dict)
 
     @field_validator("success", "failure")

@@ -142,14 +142,16 @@ def claim(
     *,
     freeze_all: Freeze | None = None,
     now: datetime | None = None,
+    analysis: list[dict[str, Any]] | None = None,
 ) -> list[Aggregate]:
     """Give `deployment` the config's deployer slot (I2), checked on fresh aggregates: refused while a
-    freeze of the config (or of all, `freeze_all`) is in force at `now`, or an approval is missing."""
+    freeze of the config (or of all, `freeze_all`) is in force at `now`, or an approval is missing.
+    `analysis`: the versions of its templates the attempt runs (DESIGN 7.9)."""
     if not claimant:  # every host's: each would take the claim for its own
         raise DomainError(f"a claim of revision {deployment.revision} of {config.name} names no claimant")
     if now is not None:
         freezes.check_claimable(config.name, [("config", config.freeze), ("all", freeze_all)], now)
     config.check_can_claim(deployment.revision)
-    deployment.claim(claimant, meta)
+    deployment.claim(claimant, meta, analysis)
     config.claim_slot(deployment.revision, deployment.attempt, claimant, meta)
     return [config, deployment]

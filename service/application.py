@@ -16,6 +16,7 @@ from ..domain.deployment import Deployment
 from ..domain.errors import DomainError, NotFound
 from ..domain.freeze import FreezeAll, in_force
 from ..domain.home import Home, home_id
+from . import analysis
 from .deciding import DecidingApp, Meta, config_spec, config_spec_of
 from .deciding import Decision as Decision
 from .deciding import NotUTF8 as NotUTF8
@@ -40,10 +41,11 @@ class RolloutsApp(DecidingApp):
             if ids.config_id(name) in self.repository:
                 raise DomainError(f"config {name!r} already exists")
             config = DeploymentConfig(name=name, spec=spec.to_data(), meta=meta)
+            templates = analysis.named(self, name, None, spec, meta)
             if spec.trigger != "config-change":
-                return [config], None
+                return [config, *templates], None
             aggregates = rollout.trigger(config, [], cause="config change", message=None, supersede=True, meta=meta)
-            return aggregates, config.latest_revision
+            return [*aggregates, *templates], config.latest_revision
 
         return self.decide(decision)
 
@@ -57,13 +59,14 @@ class RolloutsApp(DecidingApp):
             config = self.config(name)
             old = config_spec(config)
             new = change(old)
+            templates = analysis.named(self, name, old, new, meta)
             if not config.change_spec(new.to_data(), meta):
                 return [], (False, None)
             if new.trigger != "config-change" or config.paused or new.rollout_part() == old.rollout_part():
-                return [config], (True, None)
+                return [config, *templates], (True, None)
             opened = self.open_deployments(config)
             aggregates = rollout.trigger(config, opened, cause="config change", message=None, supersede=True, meta=meta)
-            return aggregates, (True, config.latest_revision)
+            return [*aggregates, *templates], (True, config.latest_revision)
 
         return self.decide(decision)
 

@@ -15,6 +15,7 @@ from ..domain import ids, phases, rollout
 from ..domain.config import DeploymentConfig
 from ..domain.deployment import Deployment
 from ..domain.errors import DomainError, NotFound
+from . import analysis_claim
 from .rollbacks import rollback_for
 
 if TYPE_CHECKING:
@@ -36,9 +37,16 @@ def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: 
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
         every = app.guarded_freeze_all()
+        fixed = analysis_claim.fixed_at_claim(app, deployment.spec.get("analysis") or ())
         try:  # frozen or unapproved, as the log says now, whatever the plan's view said: not claimed
             aggregates = rollout.claim(
-                config, deployment, claimant, meta, freeze_all=every.freeze if every else None, now=datetime.now(UTC)
+                config,
+                deployment,
+                claimant,
+                meta,
+                freeze_all=every.freeze if every else None,
+                now=datetime.now(UTC),
+                analysis=fixed,
             )
         except DomainError:
             return [], None

@@ -110,6 +110,8 @@ class DecidingApp(Application[UUID]):
         **kwargs: Any,  # the library's own save keywords, passed on as given
     ) -> list[Recording[UUID]]:
         guards, self._guards = self._guards, []
+        written = {o.id for o in objs if isinstance(o, Aggregate)}  # their own versions are checked as they save
+        guards = [(stream, version) for stream, version in guards if stream not in written]
         head, self._head = self._head, None
         if head is not None:
             kwargs = {**kwargs, "head": head}

@@ -19,6 +19,7 @@ from .lazy import LazyGroup
 # command -> (module, attribute, one-line help); modules import lazily so --help stays fast.
 COMMANDS = {
     "config": ("rollouts.adapters.cli.config_cmds", "config", "Create, change and show deployment configs."),
+    "analysis": ("rollouts.adapters.cli.analysis_cmds", "analysis_group", "Analysis templates that steps measure."),
     "rollout": ("rollouts.adapters.cli.rollout_cmds", "rollout", "Trigger, cancel, retry, undo and watch rollouts."),
     "freeze": ("rollouts.adapters.cli.freeze_cmds", "freeze", "Stop claims of configs' deployments for a while."),
     "unfreeze": ("rollouts.adapters.cli.freeze_cmds", "unfreeze", "Lift a freeze: deployments may be claimed again."),

@@ -181,6 +181,9 @@ def _step_lines(spec: dict[str, Any]) -> list[tuple[str, str]]:
                 f" {spec['inconclusive_limit']} inconclusive)",
             )
         )
+    if spec.get("analysis"):
+        given = " ".join(f"{k}={v}" for k, v in sorted((spec.get("analysis_args") or {}).items()))
+        lines.append(("Analysis", ", ".join(spec["analysis"]) + (f" (args: {given})" if given else "")))
     if spec.get("auto_rollback"):
         lines.append(("Auto rollback", "on"))
     return lines

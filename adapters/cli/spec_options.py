@@ -25,6 +25,8 @@ STEP_OPTIONS = {
     "failure_limit": "--failure-limit",
     "inconclusive_limit": "--inconclusive-limit",
     "auto_rollback": "--auto-rollback",
+    "analysis": "--analysis",
+    "analysis_args": "--analysis-arg",
 }
 
 
@@ -80,6 +82,19 @@ def step_options() -> list[Callable[[F], F]]:
             "auto_rollback",
             default=None,
             help="Roll back to the last Complete version when a deployment fails.",
+        ),
+        click.option(
+            "--analysis",
+            multiple=True,
+            metavar="TEMPLATE",
+            help="Also measure each step with this analysis template (repeatable; '' removes all).",
+        ),
+        click.option(
+            "--analysis-arg",
+            "analysis_args",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="A value for the templates' argument NAME (repeatable; NAME- removes it).",
         ),
     ]
 
@@ -140,6 +155,22 @@ def merged_env(env: dict[str, str], changes: tuple[str, ...]) -> dict[str, str]:
             result.pop(change[:-1], None)
         else:
             raise click.BadParameter(f"{change!r}: expected K=V to set or K- to remove", param_hint="--env")
+    return result
+
+
+def merged_args(args: dict[str, str], changes: tuple[str, ...]) -> dict[str, str]:
+    """`--analysis-arg NAME=VALUE` sets NAME's value, `--analysis-arg NAME-` removes it."""
+    result = dict(args)
+    for change in changes:
+        if "=" in change:
+            key, value = change.split("=", 1)
+            result[key] = value
+        elif change.endswith("-") and len(change) > 1:
+            result.pop(change[:-1], None)
+        else:
+            raise click.BadParameter(
+                f"{change!r}: expected NAME=VALUE, or NAME- to remove", param_hint="--analysis-arg"
+            )
     return result
 
 
@@ -243,9 +274,13 @@ def _step_changes(new: dict[str, Any], options: dict[str, Any]) -> None:
     """Apply the options of 7.6 that were given: `--steps ''` and `--verify ''` remove."""
     for key in STEP_OPTIONS:
         value = options.get(key)
-        if value is None:
+        if value is None or (key in ("analysis", "analysis_args") and not value):
             continue
-        if key == "verify":
+        if key == "analysis":
+            value = None if "" in value else list(value)
+        elif key == "analysis_args":
+            value = merged_args(new.get("analysis_args") or {}, value) or None
+        elif key == "verify":
             try:
                 argv = shlex.split(value)
             except ValueError as error:
@@ -254,3 +289,5 @@ def _step_changes(new: dict[str, Any], options: dict[str, Any]) -> None:
         elif key == "steps":
             value = value or None
         new[key] = value
+    if not new.get("analysis"):  # no template left: nothing takes arguments
+        new["analysis_args"] = None
