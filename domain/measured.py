@@ -3,6 +3,7 @@ measurement process that runs a built-in provider decides its own outcome at the
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Literal, NamedTuple
 
@@ -65,3 +66,16 @@ def shown_value(value: Value) -> Value:
     if isinstance(value, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
         return value[:MOST_SHOWN]
     return shortened(value if isinstance(value, str) else str(value))
+
+
+def said(last_line: str) -> Measured | None:
+    """What a template's measurement process said of itself, from its output's last line (a JSON document with
+    `value` and `error`); None when that line is not one (the process died first, or was not ours)."""
+    try:
+        document = json.loads(last_line)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or "outcome" not in document:
+        return None
+    error = document.get("error")
+    return Measured(shown_value(document.get("value")), None if error is None else shortened(str(error)))

@@ -28,6 +28,7 @@ def templates(db: sqlite_utils.Database) -> dict[str, dict[str, Any]]:
                 "spec": {},
                 "users": [],
                 "deleted": False,
+                "revisions": {},
             }
         _apply(found, row["type"], data, row["timestamp"])
     return {t["name"]: t for t in by_stream.values() if t["name"] is not None}
@@ -37,9 +38,23 @@ def _apply(template: dict[str, Any], type_: str, data: dict[str, Any], when: str
     if type_ in ("Created", "Changed"):
         template.update(spec=data.get("spec") or {}, revision=template["revision"] + 1, deleted=False, changed=when)
         template["reason"] = data.get("reason")
+        template["revisions"][template["revision"]] = template["spec"]
     elif type_ == "Deleted":
         template["deleted"] = True
     elif type_ == "NamedBy":
         template["users"] = sorted({*template["users"], data.get("config")})
     elif type_ == "UnnamedBy":
         template["users"] = [u for u in template["users"] if u != data.get("config")]
+
+
+CLAIMS = """SELECT data FROM events WHERE config = ? AND revision = ? AND attempt = ? AND type = 'DeployerClaimed'
+ORDER BY position"""
+
+
+def claimed(db: sqlite_utils.Database, config: str, revision: int, attempt: int) -> dict[str, int]:
+    """The template revisions the claim of that attempt fixed (DESIGN 7.9), by template name."""
+    fixed: dict[str, int] = {}
+    for row in db.query(CLAIMS, [config, revision, attempt]):
+        for entry in document(row["data"])[1].get("analysis") or ():
+            fixed[entry["template"]] = int(entry["version"])
+    return fixed

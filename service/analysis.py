@@ -3,6 +3,7 @@ read; a config's templates and arguments checked where they are given; their ver
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,18 @@ def at_revision(app: DecidingApp, name: str, revision: int) -> TemplateSpec:
         if past.revision == revision and not past.deleted:
             return template_spec(past)
     raise NotFound(f"analysis template {name!r} has no revision {revision}")
+
+
+def claimed_template(app: DecidingApp, name: str, revision: int) -> TemplateSpec:
+    """The template a measurement runs: at the revision its attempt's claim fixed. One deleted before the
+    claim (revision 0), or since lost, is a `command` template that says so and exits 2 (inconclusive)."""
+    try:
+        if revision > 0:
+            return at_revision(app, name, revision)
+    except NotFound:
+        pass
+    why = f"analysis template {name} was deleted before this attempt's claim"
+    return TemplateSpec(provider="command", command=[sys.executable, "-c", f"print({why!r}); raise SystemExit(2)"])
 
 
 def create(app: DecidingApp, name: str, spec: TemplateSpec, reason: str | None, meta: Meta) -> int:

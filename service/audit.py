@@ -32,7 +32,7 @@ def audit(session: Session, name: str | None) -> AuditReport:
     try:
         total, violations = _rules(refold.db("audit"), name)
         differing = [] if live is None else refold.differing(live)
-        ran = runtime_breaks(session.home.runtime, recorder.log_id(), refold.db("history"))
+        ran = runtime_breaks(session.home.runtime, recorder.log_id(), refold.db("history"), refold.db("audit"))
     finally:
         refold.close()
     violations += [v for v in ran if name is None or v.config == name]

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from ..adapters.runtime.port import claim_parts
 from ..domain.spec import Spec
-from .launch import command_of, inherited
+from .launch import TEMPLATE_NAME_ENV, command_of, inherited
+from .template_check import template_differs
 from .violations import Violation
 
 if TYPE_CHECKING:
@@ -33,10 +34,13 @@ RUN = (
 )
 
 
-def runtime_breaks(runtime: Path, log_id: str | None, history: sqlite_utils.Database) -> list[Violation]:
+def runtime_breaks(
+    runtime: Path, log_id: str | None, history: sqlite_utils.Database, audit: sqlite_utils.Database
+) -> list[Violation]:
     """The runs of `runtime` (a home's runtime folder) made for claims of log `log_id` whose argv,
     env or passed names differ from what the spec of their deployment, as `history` (the log's fold
-    of the history view) holds it, says: as `audit` violations."""
+    of the history view) holds it, says, or (a template's measurement) from the template at the revision
+    its attempt's claim fixed, as `audit` (the audit view) holds them: as `audit` violations."""
     path = runtime / "runtime.db"
     if log_id is None or not path.is_file():
         return []
@@ -55,7 +59,11 @@ def runtime_breaks(runtime: Path, log_id: str | None, history: sqlite_utils.Data
         run = history.execute(RUN, (name,)).fetchone()
         if run is None:  # a run this log's fold does not name: the claim check (I7) is what keeps it out
             continue
-        problem = _differs(run[0], run[1], name, argv, env, pass_env)
+        stored = json.loads(env) if env is not None else {}
+        if TEMPLATE_NAME_ENV in stored:  # a template's measurement (DESIGN 7.9)
+            problem = template_differs(audit, run[0], name, json.loads(argv), stored, pass_env)
+        else:
+            problem = _differs(run[0], run[1], name, argv, env, pass_env)
         if problem is not None:
             found.append(Violation("I8", parts[1], problem, config, revision))
     return found

@@ -13,8 +13,9 @@ from ...domain import ids, phases
 from ...domain.deployment import Deployment
 from ...domain.errors import DomainError, NotFound
 from ...domain.freeze import ALL_ID
+from ...domain.measured import Measured, said
 from ...domain.meta import Meta
-from ...service import commands
+from ...service import analysis, commands
 from ...service.application import RolloutsApp, WriteConflict, new_meta
 from ...service.claims import env_value as claim_env
 from ...service.launch import Launch, launch_spec
@@ -178,7 +179,12 @@ class Executor:
         return commands.report_decision(self.app, a.config, a.revision, self._change(batch, meta), meta)
 
     def _change(self, batch: Sequence[Action], meta: dict[str, Any]) -> commands.Report:
-        changes = [REPORTERS[a.kind](_name(a), a, meta) for a in batch]
+        changes = [
+            _record_exit(_name(a), a, meta, self._said)
+            if a.kind == Kind.RECORD_EXIT
+            else REPORTERS[a.kind](_name(a), a, meta)
+            for a in batch
+        ]
         name = _name(batch[0])
         row = self.runtime.get(name) if name else None
 
@@ -214,7 +220,12 @@ class Executor:
         deployment = commands.current_step(self.app, a.config, a.revision, _name(a), self.claimant)
         if deployment is None:
             return None
-        return a, deployment.attempt, launch_spec(deployment, os.environ, self.cwd), self.claim_token(deployment)
+        template = None
+        if deployment.step is not None and deployment.step.template is not None:
+            name = deployment.step.template
+            template = analysis.claimed_template(self.app, name, deployment.template_versions.get(name, 0))
+        launch = launch_spec(deployment, os.environ, self.cwd, template)
+        return a, deployment.attempt, launch, self.claim_token(deployment)
 
     def _runtime_create(self, a: Action, attempt: int, launch: Launch, claim: str) -> None:
         # DeployerExists: created before (by us before a crash, or by a twin controller): reported all the same,
@@ -359,6 +370,17 @@ class Executor:
         ):
             self.runtime.stop(a.name, reason=a.reason or "stopped")
 
+    def _said(self, name: str) -> Measured | None:
+        """What a template's measurement process said of itself: the JSON document of its output's last line."""
+        try:
+            with self.runtime.log_path(name).open("rb") as log:
+                log.seek(0, os.SEEK_END)
+                log.seek(max(0, log.tell() - 4096))  # the last line is short: a value and an error, each cut
+                lines = log.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return None
+        return said(lines[-1]) if lines else None
+
     def _report(self, a: Action, change: commands.Report, meta: dict[str, Any]) -> None:
         self._ended(a, commands.report(self.app, a.config, a.revision, change, meta))
 
@@ -390,8 +412,17 @@ def _record_started(name: str, a: Action, meta: Meta) -> commands.Report:
     return lambda d: d.report_started(name, meta)
 
 
-def _record_exit(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_exited(name, cast(int, a.exit_code), a.reason, meta)  # plan: an exited row's code
+def _record_exit(
+    name: str, a: Action, meta: Meta, said: Callable[[str], Measured | None] = lambda _: None
+) -> commands.Report:
+    """The exit of `name` (plan: an exited row's code); a template's measurement also said its value and why
+    it was inconclusive (`said`, read only for such a measurement)."""
+
+    def change(d: Deployment) -> bool:
+        template = d.step is not None and d.step.name == name and d.step.template is not None
+        return d.report_exited(name, cast(int, a.exit_code), a.reason, meta, said(name) if template else None)
+
+    return change
 
 
 def _record_lost(name: str, a: Action, meta: Meta) -> commands.Report:
