@@ -64,11 +64,11 @@ def launch_spec(
         "ROLLOUT_WEIGHT": str(weights[min(index, len(weights)) - 1]),
     }
     passed = sorted({*inherited(controller_names), *spec.pass_env} - set(env))
+    if kind == VERIFY and template is not None:
+        return measurement_launch(deployment, template, {**env, "ROLLOUT_VERIFY": str(deployment.step.try_)}, passed)
     argv = command_of(spec, kind, f"revision {deployment.revision}")
     if kind == DEPLOYER:
         return Launch(argv, env, passed)
-    if kind == VERIFY and template is not None:
-        return measurement_launch(deployment, template, {**env, "ROLLOUT_VERIFY": str(deployment.step.try_)}, passed)
     if kind == VERIFY:
         return Launch(argv, {**env, "ROLLOUT_VERIFY": str(deployment.step.try_)}, passed)
     return Launch(argv, {**env, "ROLLOUT_HOOK": kind}, passed)
