@@ -15,6 +15,7 @@ from .history_tables import (
     DURATIONS,
     FINISHED,
     KEYS,
+    MEASUREMENTS,
     PHASE_COUNTS,
     SCHEMA,
     STEP_STATE,
@@ -71,7 +72,8 @@ class History(Projection):
     # durations (/metrics read them from the deployments_phase index, a scan of deployments and of endings).
     # 7: the deployment number is `revision` in every table, as in the events (was `version`).
     # 8: finished (/metrics made from nothing summed every endings row by config).
-    version = 8
+    # 9: measurements, each with its template, value and error (7.9).
+    version = 9
     tables = (
         "configs",
         "deployments",
@@ -82,6 +84,7 @@ class History(Projection):
         "verification_counts",
         "finished",
         "durations",
+        "measurements",
     )
 
     def create(self, db: sqlite_utils.Database) -> None:
@@ -103,6 +106,7 @@ class HistoryFold(Fold):
         self.verification_counts = Table(conn, "verification_counts", VERIFICATION_COUNTS, "config")
         self.finished = Table(conn, "finished", FINISHED, "config")
         self.durations = Table(conn, "durations", DURATIONS, "key")
+        self.measurements = Table(conn, "measurements", MEASUREMENTS, "name")
         # Changes to those counts since the last flush: (config, phase) -> deployments, config -> the four sums
         self.moved: dict[tuple[str, str], int] = {}
         self.verified: dict[str, list[int]] = {}
@@ -119,6 +123,7 @@ class HistoryFold(Fold):
             self.verification_counts,
             self.finished,
             self.durations,
+            self.measurements,
         )
 
     def from_zero(self) -> None:
@@ -233,6 +238,8 @@ class HistoryFold(Fold):
         if row is None:
             return
         self._step(row, r, type_, data)
+        if type_ == "MeasurementRecorded":
+            self._measured(row, r, data)
         before = row["phase"]
         row["phase"] = after = phases.phase_after(before, type_, data)
         if after != before:  # (inline: a rebuild moves ~400,000 deployments between phases per 1M events)
@@ -328,6 +335,26 @@ class HistoryFold(Fold):
             self.ended[le] = ended = [0, 0]
         ended[0] += 1
         ended[1] += exact(row["seconds"]) - exact(before)
+
+    def _measured(self, deployment: dict[str, Any], r: Record, data: dict[str, Any]) -> None:
+        """A measurement's outcome, with what a template's measurement said (7.9)."""
+        value = data.get("value")
+        self.measurements.put(
+            {
+                "name": data["name"],
+                "config": deployment["config"],
+                "revision": deployment["revision"],
+                "attempt": data["attempt"],
+                "k": data["number"],
+                "step": data["step"],
+                "template": data.get("template"),
+                "outcome": data["outcome"],
+                "value": None if value is None else json.dumps(value),
+                "error": data.get("error"),
+                "position": r.position,
+                "at": r.timestamp,
+            }
+        )
 
     def _step(self, deployment: dict[str, Any], r: Record, type_: str, data: dict[str, Any]) -> None:
         """Follow the deployer and hook runs of the current attempt."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..domain.errors import NotFound
 from ..domain.spec_defaults import STEP_DEFAULTS
@@ -36,6 +36,11 @@ _CONFIGS = (
 )
 _STEPS = "SELECT * FROM steps WHERE config = ? AND revision = ? ORDER BY created_at, name"
 _LATEST_PHASE = "SELECT phase FROM deployments WHERE config = ? ORDER BY revision DESC LIMIT 1"
+_MEASURED = "SELECT * FROM measurements WHERE {} ORDER BY revision, attempt, k"
+_LAST_VALUES = """SELECT m.config, last.name, m.value FROM measurements AS m JOIN (
+    SELECT config, substr(template, 1, instr(template, '@') - 1) AS name, max(position) AS position
+    FROM measurements WHERE template IS NOT NULL AND value IS NOT NULL GROUP BY config, name
+) AS last ON last.config = m.config AND last.position = m.position ORDER BY m.config, last.name"""
 
 
 def configs(db: sqlite_utils.Database, name: str | None = None, now: datetime | None = None) -> list[ViewRow]:
@@ -73,12 +78,34 @@ def deployments(db: sqlite_utils.Database, name: str, revision: int | None = Non
     rows = list(db.query(f"SELECT * FROM deployments WHERE {where} ORDER BY revision", args))
     if revision is not None and not rows:
         raise NotFound(f"config {name!r} has no revision {revision}")
+    measured = _measurements(db, where, args)
     for row in rows:
         row["spec"] = json.loads(row["spec"])
         row["needs_approval"] = bool(row["needs_approval"])
+        row["measurements"] = measured.get((row["revision"], row["attempt"]), [])
         if revision is not None:
             row["steps"] = list(db.query(_STEPS, [name, revision]))
     return rows
+
+
+def _measurements(db: sqlite_utils.Database, where: str, args: list[Any]) -> dict[tuple[int, int], list[ViewRow]]:
+    """Each attempt's measurements (7.9: k, step, template, outcome, value, error), by (revision, attempt)."""
+    found: dict[tuple[int, int], list[ViewRow]] = {}
+    for m in db.query(_MEASURED.format(where), args):
+        value = None if m["value"] is None else json.loads(m["value"])
+        shown = {"k": m["k"], "step": m["step"], "template": m["template"], "outcome": m["outcome"]}
+        found.setdefault((m["revision"], m["attempt"]), []).append({**shown, "value": value, "error": m["error"]})
+    return found
+
+
+def last_values(db: sqlite_utils.Database) -> list[tuple[str, str, float]]:
+    """(config, template, value) of each template's last numeric value, whatever its revision (7.9: /metrics)."""
+    found = []
+    for config, template, text in db.execute(_LAST_VALUES):
+        value = json.loads(text)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            found.append((config, template, float(value)))
+    return found
 
 
 def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:

@@ -24,6 +24,15 @@ SCHEMA = (
        attempt INTEGER, kind TEXT, try INTEGER, state TEXT, exit_code INTEGER, reason TEXT,
        created_at TEXT, started_at TEXT, finished_at TEXT)""",
     "CREATE INDEX IF NOT EXISTS steps_config ON steps (config, revision)",
+    # Each measurement's outcome (7.6) with its template, value and error (7.9): history JSON's measurements,
+    # `rollout status`'s last values, the page's charts, /metrics' last value by template.
+    """CREATE TABLE IF NOT EXISTS measurements (name TEXT PRIMARY KEY, config TEXT, revision INTEGER,
+       attempt INTEGER, k INTEGER, step INTEGER, template TEXT, outcome TEXT, value TEXT, error TEXT,
+       position INTEGER, at TEXT)""",
+    "CREATE INDEX IF NOT EXISTS measurements_config ON measurements (config, revision)",
+    # /metrics' last value of each template: only templates' rows, so a log with none pays nothing
+    """CREATE INDEX IF NOT EXISTS measurements_templates ON measurements (config, template, position)
+       WHERE template IS NOT NULL AND value IS NOT NULL""",
     # /metrics' counts by config, kept as the deployments change: counting them from `deployments` read all
     # of it at each first scrape (1,000 configs, 100,000 deployments: most of a scrape made from nothing).
     "CREATE TABLE IF NOT EXISTS phase_counts (key TEXT PRIMARY KEY, config TEXT, phase TEXT, n INTEGER)",
@@ -81,6 +90,20 @@ COLUMNS = {
     "endings": ("key", "config", "outcome", "le", "count", "seconds"),
 }
 KEYS = {"configs": "stream", "deployments": "stream", "steps": "name", "endings": "key"}
+MEASUREMENTS = (
+    "name",
+    "config",
+    "revision",
+    "attempt",
+    "k",
+    "step",
+    "template",
+    "outcome",
+    "value",
+    "error",
+    "position",
+    "at",
+)
 # A config's deployments in each phase (a row once one has been in it: n may be 0), and its deployments'
 # measurements by outcome and automatic rollbacks (a row once it has a deployment): sums over `deployments`.
 PHASE_COUNTS = ("key", "config", "phase", "n")

@@ -70,9 +70,14 @@ _STEP_COLUMNS = ("step_index", "passed", "failed", "inconclusive")
 
 def history_document(row: Row) -> Row:
     """A history row as JSON shows it: 7.6's `step` (the rollout step), `verification` (counts) and the rest."""
-    document = {SHOWN_AS.get(k, k): v for k, v in row.items() if k not in _INTERNAL and k not in _STEP_COLUMNS}
+    document = {
+        SHOWN_AS.get(k, k): v
+        for k, v in row.items()
+        if k not in _INTERNAL and k not in _STEP_COLUMNS and k != "measurements"
+    }
     if "steps" in row:  # (`--revision N`: its runs)
         document["steps"] = [shown(run) for run in row["steps"]]
     document["step"] = row.get("step_index")
     document["verification"] = {k: row.get(k) or 0 for k in ("passed", "failed", "inconclusive")}
+    document["verification"]["measurements"] = row.get("measurements", [])
     return document

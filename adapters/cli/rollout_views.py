@@ -195,25 +195,46 @@ def _progress_text(name: str, row: dict[str, Any]) -> str:
     """`; step 2/3 (weight 50); measurements 2 passed/0 failed/0 inconclusive of 6`, and a pause's why and
     the command that goes on (7.6): only for a config with steps or a verification."""
     spec = row["spec"]
-    if not spec.get("steps") and not spec.get("verify"):
+    if not spec.get("steps") and not spec.get("verify") and not spec.get("analysis"):
         return ""
     text = ""
     if row.get("step_index") is not None:
         text += f"; step {row['step_index']}/{row['step_count']} (weight {row['weight']})"
-    if spec.get("verify"):
+    counts = "/".join(f"{row.get(k) or 0} {k}" for k in ("passed", "failed", "inconclusive"))
+    if spec.get("verify") and not spec.get("analysis"):
         planned = int(spec.get("verify_count", 3)) * int(row["step_count"] or 1)
-        counts = "/".join(f"{row.get(k) or 0} {k}" for k in ("passed", "failed", "inconclusive"))
         text += f"; measurements {counts} of {planned}"
+    elif spec.get("analysis"):
+        text += f"; measurements {counts}" + _last_values(row)
     if row.get("paused"):
         why = PAUSED_BECAUSE.get(row["paused"], "paused").format(k=row["step_index"])
         text += f"; {why}; go on with: rollouts rollout promote {name}"
     return text
 
 
+def _last_values(row: dict[str, Any]) -> str:
+    """`; errors@2: passed, value 0.004` for each template's last measurement on the current step (7.9)."""
+    last: dict[str, dict[str, Any]] = {}
+    for m in row.get("measurements") or []:
+        if m["template"] is not None and m["step"] == row.get("step_index"):
+            last[m["template"]] = m
+    shown = []
+    for template, m in last.items():
+        value = "none" if m["value"] is None else json.dumps(m["value"])
+        shown.append(
+            f"; {template}: {m['outcome']}, value {cell(value)}" + (f" ({cell(m['error'])})" if m["error"] else "")
+        )
+    return "".join(shown)
+
+
 def _unexecutable(state: State, row: dict[str, Any], as_of: int | str | None) -> str:
     """`; measurement NAME: cannot execute PROGRAM: REASON` when the attempt's last measurement could not be
     run (7.11: a mistyped --verify only paused as inconclusive). A deployer's says so in its reason already."""
-    if as_of is not None or not row["spec"].get("verify") or row["phase"] == phases.COMPLETE:
+    if (
+        as_of is not None
+        or not (row["spec"].get("verify") or row["spec"].get("analysis"))
+        or row["phase"] == phases.COMPLETE
+    ):
         return ""
     from ...projections import audit_queries  # start-up cost: the audit's rules load only for a measurement
 

@@ -86,6 +86,7 @@ class HistoryText:
         self.durations: tuple[list[tuple[float, int]], int, float] = ([], 0, 0.0)
         self.measured = PerConfig(metrics.measurements_family, metrics.measurement_samples)
         self.rollbacks = PerConfig(metrics.rollbacks_family, metrics.rollback_samples)
+        self.values: list[tuple[str, str, float]] = []
 
     def read(self, store: Any) -> None:
         db = store.db("history")
@@ -97,6 +98,7 @@ class HistoryText:
             verified = {row[0]: row for row in history_queries.verification_counts(db, configs)}
             if configs is None or configs:
                 self.durations = history_queries.duration_buckets(db)  # (a dozen rows)
+                self.values = history_queries.last_values(db)  # (templates' rows alone, by a partial index)
         # (a config's rows come together)
         phases = {c: tuple((p, n) for _, p, n in rows) for c, rows in groupby(counts, key=_config)}
         self.deployments.update(phases, configs)
@@ -112,6 +114,7 @@ class HistoryText:
             _formatted(metrics.duration_family(*self.durations)),
             self.measured.text(),
             self.rollbacks.text(),
+            _formatted(metrics.value_family(self.values)),
         ]
 
     def _touched(self, store: Any, db: Any, at: Tracked | None) -> set[str] | None:

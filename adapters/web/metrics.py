@@ -48,6 +48,7 @@ class ViewsCollector(Collector):
             add_rollbacks(rollbacks, row[0], row)
         yield measured
         yield rollbacks
+        yield value_family(history_queries.last_values(db))
 
 
 def registry(store: Callable[[], Any]) -> CollectorRegistry:
@@ -144,6 +145,12 @@ def add_rollbacks(family: CounterMetricFamily, config: str, row: tuple[Any, ...]
 
 def rollback_samples(config: str, row: tuple[Any, ...]) -> Samples:
     return [([config], row[4])] if row[4] else []
+
+
+def value_family(values: Sequence[tuple[str, str, float]]) -> GaugeMetricFamily:
+    """Each analysis template's last numeric value, by config (7.9)."""
+    text = "The last numeric value an analysis template's measurement gave, by config and template."
+    return _gauge("rollouts_measurement_value", text, ["config", "template"], [([c, t], v) for c, t, v in values])
 
 
 def _add(family: GaugeMetricFamily | CounterMetricFamily, samples: Samples) -> None:
