@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eventsourcing.application import AggregateNotFoundError
 
@@ -18,8 +18,6 @@ from .analysis_claim import loaded
 if TYPE_CHECKING:
     from ..domain.spec import Spec
     from .deciding import DecidingApp, Decision
-
-Meta = dict[str, Any]
 
 
 def template_spec(template: AnalysisTemplate) -> TemplateSpec:

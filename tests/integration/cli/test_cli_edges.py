@@ -172,6 +172,7 @@ def test_every_read_command_takes_json(rollouts: Rollouts) -> None:
         ("serve",),  # serve: a server, its API is the -o json
         *(("rollout", verb) for verb in ("latest", "cancel", "retry", "undo", "pause", "resume", "approve")),
         ("rollout", "promote"), ("rollout", "abort"),
+        ("analysis", "create"), ("analysis", "set"), ("analysis", "delete"),
     }  # fmt: skip
     reads = [p for p in every_command() if p not in writes and p not in {(g,) for g in GROUPS}]
     assert ("logs",) in reads and ("rollout", "status") in reads
