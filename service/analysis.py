@@ -13,6 +13,7 @@ from ..domain import ids
 from ..domain.analysis import TemplateSpec, missing_args, placeholders_of
 from ..domain.analysis_template import AnalysisTemplate
 from ..domain.errors import NotFound, UsageError
+from ..domain.meta import Meta
 from .analysis_claim import loaded
 
 if TYPE_CHECKING:
