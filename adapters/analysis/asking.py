@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import NamedTuple
+from urllib.parse import unquote
 
 from urllib3 import exceptions as x
+from urllib3.util import make_headers, parse_url
 
 from ...domain.condition import Value
 
@@ -54,6 +56,16 @@ def checked_url(url: str, named: str) -> str | None:
     if not sep or scheme.lower() not in ("http", "https") or not rest or rest[0] in "/?#":
         return f"{named} is not an http(s) URL with a host"
     return None
+
+
+def credentials(url: str) -> dict[str, str]:
+    """The Authorization header for the user and password a URL carries (`http://USER:PASSWORD@HOST`, most
+    often from a variable): urllib3 sends none by itself. LocationParseError for a URL it cannot read."""
+    auth = parse_url(url).auth
+    if not auth:
+        return {}
+    user, _, password = auth.partition(":")
+    return make_headers(basic_auth=f"{unquote(user)}:{unquote(password)}")
 
 
 def unreachable(error: Exception, named: str, timeout: float) -> str:

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import urllib3
+from urllib3 import HTTPHeaderDict
 
 from ...domain.condition import Value
-from .asking import Answer, checked_url, failed, status_line, unreachable
+from .asking import Answer, checked_url, credentials, failed, status_line, unreachable
 
 
 class BadPath(ValueError):
@@ -52,7 +53,7 @@ def request(
             method,
             url,
             body=None if body is None else body.encode(),
-            headers=dict(headers or {}),
+            headers=_merged(credentials(url), headers or {}),
             timeout=urllib3.Timeout(total=timeout),
             retries=False,
         )
@@ -75,10 +76,19 @@ def request(
     return Answer(found[0] if len(found) == 1 else found)
 
 
+def _merged(first: Mapping[str, str], then: Mapping[str, str]) -> HTTPHeaderDict:
+    """`first` with `then`'s headers over it, names compared as HTTP does (without case): a header the template
+    gives wins over the URL's credentials."""
+    merged = HTTPHeaderDict(first)
+    for name, value in then.items():
+        merged[name] = value
+    return merged
+
+
 def compiled(json_path: str) -> _Finder:
     """`json_path` parsed by jsonpath-ng (its extended grammar: filters and arithmetic); BadPath if it is not
     a JSON path. `analysis create|set` can check a path with it before it is stored."""
-    from jsonpath_ng.ext import parse  # start-up cost: the parser's tables load for a path alone
+    from jsonpath_ng.ext.parser import parse  # start-up cost: the parser's tables load for a path alone
 
     try:
         finder: _Finder = parse(json_path)

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import urllib3
 
 from ...domain.condition import Value
-from .asking import Answer, checked_url, failed, status_line, unreachable
+from .asking import Answer, checked_url, credentials, failed, status_line, unreachable
 
 PATH = "/api/v1/query"
 
@@ -23,8 +23,9 @@ def query(address: str, named: str, promql: str, timeout: float) -> Answer:
         return failed(problem)
     url = f"{address.rstrip('/')}{PATH}?{urlencode({'query': promql})}"
     try:
+        headers = {"Accept": "application/json", **credentials(address)}
         reply = urllib3.PoolManager().request(
-            "GET", url, timeout=urllib3.Timeout(total=timeout), retries=False, headers={"Accept": "application/json"}
+            "GET", url, timeout=urllib3.Timeout(total=timeout), retries=False, headers=headers
         )
     except urllib3.exceptions.HTTPError as error:
         return failed(unreachable(error, named, timeout))

@@ -57,6 +57,14 @@ def test_post_with_a_body_headers_and_a_header_from_the_environment(site: Site) 
     assert get.line == 'passed: value "GET"'
 
 
+def test_a_user_and_password_in_the_url_are_sent_as_basic_auth_and_never_shown(site: Site) -> None:
+    url = site.address.replace("http://", "http://bob:pa%40ss-w0rd@") + "/echo"
+    done = measure({"provider": "http", "url_env": "HOOK_URL", "json_path": "$.method"}, env={"HOOK_URL": url})
+    sent = {name.lower(): value for name, value in site.seen[-1].headers.items()}
+    assert (done.code, sent["authorization"]) == (0, "Basic Ym9iOnBhQHNzLXcwcmQ=")  # bob:pa@ss-w0rd
+    assert "w0rd" not in done.stdout + done.stderr and "Ym9i" not in done.stdout
+
+
 def test_a_non_2xx_reply_names_its_status_alone(site: Site) -> None:
     """Neither the reply's text nor any part of the URL (a token in it) appears in the outcome."""
     url = f"{site.address}/fail?token=tok-a1b2c3"
