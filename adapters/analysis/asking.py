@@ -14,7 +14,7 @@ from urllib3.util import make_headers, parse_url
 from ...domain.condition import Value
 
 
-class Answer(NamedTuple):
+class ProviderAnswer(NamedTuple):
     """What a provider said: its result, whether it was empty (no sample, no value at the path), and why it
     could not answer (None when it did)."""
 
@@ -23,8 +23,8 @@ class Answer(NamedTuple):
     error: str | None = None
 
 
-def failed(error: str) -> Answer:
-    return Answer(None, False, error)
+def failed(error: str) -> ProviderAnswer:
+    return ProviderAnswer(None, False, error)
 
 
 class MissingVariable(Exception):

@@ -11,7 +11,7 @@ import urllib3
 from urllib3 import HTTPHeaderDict
 
 from ...domain.condition import Value
-from .asking import Answer, checked_url, credentials, failed, status_line, unreachable
+from .asking import ProviderAnswer, checked_url, credentials, failed, status_line, unreachable
 
 
 class BadPath(ValueError):
@@ -38,7 +38,7 @@ def request(
     body: str | None = None,
     json_path: str | None = None,
     timeout: float,
-) -> Answer:
+) -> ProviderAnswer:
     """Send the request to `url` (named in errors only as `named`: a URL may carry a token) within `timeout`
     seconds; a non-2xx reply is an error that says its status and nothing of its text."""
     problem = checked_url(url, named)
@@ -66,14 +66,14 @@ def request(
     except ValueError:  # not JSON (or not UTF-8): the whole text is the result, a path finds nothing in it
         if finder is not None:
             return failed(f"{named} answered {status_line(reply.status)} with a reply that is not JSON")
-        return Answer(reply.data.decode("utf-8", "replace"))
+        return ProviderAnswer(reply.data.decode("utf-8", "replace"))
     if finder is None:
-        return Answer(plain(document))
+        return ProviderAnswer(plain(document))
     found = [plain(match.value) for match in finder.find(document)]
     found = [value for value in found if value is not None]
     if not found:
-        return Answer(None, empty=True)
-    return Answer(found[0] if len(found) == 1 else found)
+        return ProviderAnswer(None, empty=True)
+    return ProviderAnswer(found[0] if len(found) == 1 else found)
 
 
 def _merged(first: Mapping[str, str], then: Mapping[str, str]) -> HTTPHeaderDict:

@@ -20,7 +20,7 @@ from ...domain import measured
 from ...domain.condition import Value
 from ...domain.measured import Outcome
 from . import http, prometheus
-from .asking import Answer, MissingVariable, failed, variable, where
+from .asking import MissingVariable, ProviderAnswer, failed, variable, where
 
 DOCUMENT = "ROLLOUT_ANALYSIS"
 EXIT_CODES: dict[Outcome, int] = {"passed": 0, "failed": 1, "inconclusive": 2}
@@ -55,7 +55,7 @@ def measure(document: Mapping[str, object], environ: Mapping[str, str]) -> Measu
     return Measurement(outcome, measured.shown_value(answer.result), why)
 
 
-def ask(document: Mapping[str, object], environ: Mapping[str, str]) -> Answer:
+def ask(document: Mapping[str, object], environ: Mapping[str, str]) -> ProviderAnswer:
     """The provider's answer; MissingVariable when a variable the template names is not set."""
     timeout = document.get("timeout", 30)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:

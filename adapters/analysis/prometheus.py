@@ -10,12 +10,12 @@ from urllib.parse import urlencode
 import urllib3
 
 from ...domain.condition import Value
-from .asking import Answer, checked_url, credentials, failed, status_line, unreachable
+from .asking import ProviderAnswer, checked_url, credentials, failed, status_line, unreachable
 
 PATH = "/api/v1/query"
 
 
-def query(address: str, named: str, promql: str, timeout: float) -> Answer:
+def query(address: str, named: str, promql: str, timeout: float) -> ProviderAnswer:
     """Ask the Prometheus server at `address` (named in errors only as `named`) for `promql` at this instant,
     within `timeout` seconds; a query error, a non-2xx reply, an unreachable server or a timeout is an error."""
     problem = checked_url(address, named)
@@ -43,19 +43,19 @@ def query(address: str, named: str, promql: str, timeout: float) -> Answer:
     return answer_of(data)
 
 
-def answer_of(data: Mapping[str, object]) -> Answer:
+def answer_of(data: Mapping[str, object]) -> ProviderAnswer:
     """The result of a successful query's `data`: its resultType says how to read its `result`."""
     kind, result = data.get("resultType"), data.get("result")
     try:
         if kind == "scalar" and isinstance(result, list):
-            return Answer(number(result[1]))
+            return ProviderAnswer(number(result[1]))
         if kind == "string" and isinstance(result, list):
-            return Answer(str(result[1]))
+            return ProviderAnswer(str(result[1]))
         if kind == "vector" and isinstance(result, list):
             values = [number(sample["value"][1]) for sample in result]
             if not values:
-                return Answer(None, empty=True)
-            return Answer(values[0] if len(values) == 1 else list(values))
+                return ProviderAnswer(None, empty=True)
+            return ProviderAnswer(values[0] if len(values) == 1 else list(values))
     except (LookupError, TypeError, ValueError):
         return failed(f"the query's {kind} result is not as Prometheus writes one")
     if kind == "matrix":
