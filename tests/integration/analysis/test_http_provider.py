@@ -4,8 +4,17 @@ starts it; what a `*-env` option names is read then and never shown, nor is a fa
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
-from tests.integration.analysis.conftest import Site, measure
+import pytest
+
+from tests.support.analysis_servers import Site, measure, serving_site
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    """A real HTTP server on loopback (tests/support/analysis_servers.py)."""
+    yield from serving_site()
 
 
 def test_a_json_path_hit_is_the_result_and_a_miss_is_empty(site: Site) -> None:

@@ -4,6 +4,7 @@ config or the defaults, its rollout placeholders from the config's latest deploy
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,9 +13,15 @@ from rollouts.domain.analysis import TemplateSpec
 from rollouts.domain.analysis_template import AnalysisTemplate
 from rollouts.service.bootstrap import bootstrap
 from tests.conftest import Rollouts
-from tests.integration.analysis.conftest import Site
+from tests.support.analysis_servers import Site, serving_site
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    """A real HTTP server on loopback (tests/support/analysis_servers.py)."""
+    yield from serving_site()
 
 
 def record(rollouts: Rollouts, name: str, delete: bool = False, **spec: object) -> None:
@@ -51,7 +58,8 @@ def test_measure_runs_one_measurement_and_appends_nothing(rollouts_on: Rollouts,
     done = rollouts.sh("measure", "latency")
     assert (done.exit_code, done.stdout) == (0, "passed: value 0.5\n"), done.stderr
     assert site.seen[-1].path == "/json?svc=api"  # the default
-    assert rollouts.sh("measure", "latency", "--arg", "service=web").exit_code == 0
+    as_json = rollouts.sh("measure", "latency", "--arg", "service=web", "-o", "json")
+    assert (as_json.exit_code, json.loads(as_json.stdout)) == (0, {"outcome": "passed", "value": 0.5, "error": None})
     assert site.seen[-1].path == "/json?svc=web"
     assert head(rollouts) == before
     for name in ("nope", "gone"):

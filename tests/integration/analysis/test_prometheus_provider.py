@@ -8,9 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.analysis.conftest import Prometheus, free_port, measure
+from tests.support.analysis_servers import Prometheus, free_port, measure, running_prometheus
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """One Prometheus for the module (it takes seconds to start and to see its first samples)."""
+    yield from running_prometheus(tmp_path_factory)
 
 
 def test_a_query_before_the_first_scrape_is_empty_and_follows_on_empty(prometheus: Prometheus) -> None:

@@ -1,6 +1,9 @@
 """The real things the providers are tested against (DESIGN 7.9): Debian's Prometheus on a free loopback port
 with a data directory and config of its own, scraping an app that prometheus_client serves on loopback every
-second; a local HTTP server in a thread; and the measurement process run as the controller starts it."""
+second; a local HTTP server in a thread; and the measurement process run as the controller starts it.
+
+A test module makes its fixtures of `running_prometheus` (one per module: it takes seconds to start and to see
+its first samples) and `serving_site` (not a conftest of its own: tests import the root conftest by name)."""
 
 from __future__ import annotations
 
@@ -96,10 +99,8 @@ class Prometheus:
 EARLY_QUERY = "demo_value"
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    """Debian's `prometheus` (skipped when it is not installed, unless ROLLOUTS_REQUIRE_PROMETHEUS=1), one per
-    test module: it takes seconds to start and to see its first samples."""
+def running_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """Debian's `prometheus` (skipped when it is not installed, unless ROLLOUTS_REQUIRE_PROMETHEUS=1)."""
     binary = shutil.which("prometheus")
     if binary is None:
         if os.environ.get("ROLLOUTS_REQUIRE_PROMETHEUS") == "1":
@@ -183,8 +184,7 @@ REPLIES = {
 }
 
 
-@pytest.fixture
-def site() -> Iterator[Site]:
+def serving_site() -> Iterator[Site]:
     """A real HTTP server on loopback, in a thread: /json, /text, /fail (503), /echo (the request as JSON),
     /slow (answers after 3 s)."""
 
