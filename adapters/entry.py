@@ -1,11 +1,14 @@
-"""The `rollouts` program's first step: `claim check` answered without the command line's imports, every
-other command handed to adapters/cli.
+"""The `rollouts` program's first step: `claim check` and the measurement process answered without the command
+line's imports, every other command handed to adapters/cli.
 
 A deployer runs `rollouts claim check` before each side effect (DESIGN 7.7), so its start-up is most of
 its cost: click, pydantic and the application are not imported for it. Only the plain forms are taken
 here (`claim check [CLAIM] [-o table|json]`, on $ROLLOUT_HOME and $ROLLOUT_STORE or the usual
 ROLLOUTS_HOME and ROLLOUTS_STORE); anything else, `--help` or a global option included, goes the whole
 way through click, to the same check (service/claims).
+
+The controller starts each built-in provider's measurement as `python -m rollouts measure --resolved`
+(DESIGN 7.9): that exact form runs adapters/analysis/process here, importing neither click nor pydantic.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ OUTPUTS = ("table", "json")
 
 def main() -> None:
     args = sys.argv[1:]
+    if args == ["measure", "--resolved"]:
+        from .analysis.process import main as measure  # start-up cost: urllib3 and the providers, for this alone
+
+        sys.exit(measure())
     plain = _plain_claim_check(args[2:]) if args[:2] == ["claim", "check"] else None
     if plain is None:
         from .cli import main as cli_main  # start-up cost: click and the commands

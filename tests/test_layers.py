@@ -20,6 +20,7 @@ RANKS: dict[str, int] = {
     "projections": 1,
     "adapters": 2,  # the package itself, and what is not named below: the home, identity, settings
     "adapters.store": 2,
+    "adapters.analysis": 2,
     "adapters.runtime": 2,
     "service": 3,
     "adapters.controller": 4,

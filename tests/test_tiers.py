@@ -19,6 +19,7 @@ FAST = {
     "test_library_privates.py",
     "test_types.py",
     "unit/test_condition.py",
+    "integration/analysis/test_http_provider.py",
     "unit/test_analysis_template.py",
     "unit/test_lazy_commands.py",
     "unit/test_fencing.py",

@@ -31,6 +31,7 @@ COMMANDS = {
     "controller": ("rollouts.adapters.cli.controller_cmds", "controller", "Run the reconciler that starts deployers."),
     "deployers": ("rollouts.adapters.cli.deployer_cmds", "deployers", "List and delete deployer processes."),
     "claim": ("rollouts.adapters.cli.claim_cmds", "claim", "Ask whether a deployer's claim still holds (fencing)."),
+    "measure": ("rollouts.adapters.cli.measure_cmds", "measure", "Run one measurement of an analysis template now."),
     "logs": ("rollouts.adapters.cli.deployer_cmds", "logs", "Print a deployment's deployer output."),
     "notify": ("rollouts.adapters.cli.notify_cmds", "notify", "Send deployment changes to HTTP sinks, once each."),
     "serve": ("rollouts.adapters.cli.serve_cmds", "serve", "Serve a read-only page, JSON API and metrics."),

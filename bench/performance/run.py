@@ -37,6 +37,8 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   `rollouts audit` of 1M events vs the same (bench/performance/audit.py); /metrics after one new
                   event, p50 and p99, and made from nothing, at 1M events and 1,000 configs, vs the
                   CLI's in-process `rollout history NAME -o json` (bench/performance/serve.py). `--quick`: small
+15. measure_*     the prometheus measurement process as the controller starts it (`python -m rollouts measure
+                  --resolved`) vs `python -c` importing urllib3 and making the same query (bench/performance/measure.py)
 
 `--json` prints {"name": {"value", "baseline", "ratio", "goal", "ok"}} as the last line.
 The figures are measured in bench/performance/: in_process.py (1, 2, 8, 9), processes.py (3, 4, 6, 7, with
@@ -68,6 +70,7 @@ from bench.performance.at_scale import bench_audit_at_scale, bench_rebuild_at_sc
 from bench.performance.figures import Figure, pg_against_sqlite, print_table  # noqa: E402
 from bench.performance.histories import build_logs  # noqa: E402
 from bench.performance.in_process import bench_chain_append, bench_commands, bench_rebuild, bench_verify  # noqa: E402
+from bench.performance.measure import bench_measure  # noqa: E402
 from bench.performance.passes import bench_idle, bench_scale  # noqa: E402
 from bench.performance.processes import bench_cli, bench_e2e, bench_latency, bench_rss  # noqa: E402
 from bench.shared.harness import FULL, QUICK, Workspace  # noqa: E402
@@ -117,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object, last line")
     parser.add_argument(
         "--only",
-        help="comma-separated sections: rebuild,commands,chain,cli,latency,idle,e2e,rss,pg,scale,rebuild1m,audit,serve",
+        help="comma-separated sections: rebuild,commands,chain,cli,latency,idle,e2e,rss,measure,pg,scale,rebuild1m,"
+        "audit,serve",
     )
     parser.add_argument(
         "--store",
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("latency", bench_latency),
                 ("e2e", bench_e2e),
                 ("rss", bench_rss),
+                ("measure", bench_measure),
             ):
                 if wanted(section):
                     log(section)
