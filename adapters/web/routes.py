@@ -186,7 +186,7 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
     try:
         since = None if since is None else utc_text(since)
     except ValueError:
-        raise BadRequest(f"since: {since!r} is not an ISO time like 2026-01-31T12:00:00") from None
+        raise BadRequest(f"since: Invalid value: {since!r} is not an ISO time like 2026-01-31T12:00:00") from None
     return EventFilter(
         config=config,
         revision=revision,
