@@ -24,7 +24,8 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
 from eventsourcing.persistence import AggregateRecorder, EventStore, StoredEvent
 
-from .opening import ChainedLog, SnapshotTable
+from .opening import ChainedLog
+from .port import SnapshotTable
 
 T = TypeVar("T")
 Wanted = Sequence[tuple[UUID, int | None]]  # a stream, and the version cached (None: not cached)

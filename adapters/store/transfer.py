@@ -27,8 +27,8 @@ from ...domain.ids import dashed
 from ...domain.open_fold import OpenFold
 from ...projections.records import UndecodableEvent, topic_parts
 from . import chain
-from .log_recorder import HashedRow, Imported, StoreNotEmpty
-from .port import LogRecorder
+from .log_recorder import StoreNotEmpty
+from .port import HashedRow, Imported, LogRecorder
 from .sqlite.walk import PARALLEL_FROM, sqlite_hashed
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
