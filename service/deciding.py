@@ -41,7 +41,6 @@ T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
 Decision = tuple[list[Aggregate], T]
 TRIES = 12
-Meta = dict[str, Any]
 
 
 class WriteConflict(Conflict):

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ..store.checkpoint import Checkpoint
 
-Step = Callable[[int], None]  # reports progress by so much
+Advance = Callable[[int], None]  # reports progress by so much
 
 
 @click.group()
@@ -334,14 +334,14 @@ def _size(source: IO[str]) -> int:
         return 0
 
 
-def _reported(lines: Iterable[str], step: Step) -> Iterator[str]:
+def _reported(lines: Iterable[str], step: Advance) -> Iterator[str]:
     """The lines, each reported to the progress bar by its length (at most its size in bytes)."""
     for line in lines:
         step(len(line))
         yield line
 
 
-def _progress(total: int, label: str, least: int = 10_000) -> AbstractContextManager[Step]:
+def _progress(total: int, label: str, least: int = 10_000) -> AbstractContextManager[Advance]:
     """A progress bar on a terminal's stderr for long work (`total` of at least `least`); elsewhere a no-op step."""
     import contextlib
     import sys
@@ -350,7 +350,7 @@ def _progress(total: int, label: str, least: int = 10_000) -> AbstractContextMan
         return contextlib.nullcontext(lambda _: None)
 
     @contextlib.contextmanager
-    def bar() -> Iterator[Step]:
+    def bar() -> Iterator[Advance]:
         with click.progressbar(length=total, label=label, file=sys.stderr) as shown:
             yield shown.update
 

@@ -171,7 +171,7 @@ class Executor:
         except NotFound:
             return False
 
-    def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decision:
+    def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decider:
         a = batch[0]
         if a.kind == Kind.CLAIM:
             return commands.claim_decision(self.app, a.config, a.revision, self.claimant, meta)

@@ -62,8 +62,9 @@ class Snapshot(NamedTuple):
 
 
 HashedRow = tuple[int, Any, int, str, bytes, str | None]  # position, stream, version, topic, state, hash
+StreamEvents: TypeAlias = "Callable[[Sequence[UUID]], list[StoredEvent]]"  # some streams' events, in a transaction
 # Events an import appends after the log's, given a reader of streams inside its transaction (log import --fork).
-Tail: TypeAlias = "Callable[[Callable[[Sequence[UUID]], list[StoredEvent]]], list[StoredEvent]]"
+Tail: TypeAlias = "Callable[[StreamEvents], list[StoredEvent]]"
 
 
 class Imported(NamedTuple):
