@@ -129,8 +129,8 @@ def together(app: RolloutsApp, decisions: Sequence[Decider]) -> list[Any] | None
     return results
 
 
-def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:  # a config or a deployment: the caller knows which
-    """An aggregate as the log has it now (new events read), not copied: read it at once, never change it."""
+def peek(app: RolloutsApp, aggregate_id: UUID) -> Deployment:
+    """A deployment as the log has it now (new events read), not copied: read it at once, never change it."""
     try:
         return app.repository.get(aggregate_id, deepcopy_from_cache=False)
     except AggregateNotFoundError:
@@ -139,7 +139,7 @@ def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:  # a config or a deployme
 
 def current_step(app: RolloutsApp, config_name: str, revision: int, name: str, claimant: str) -> Deployment | None:
     """The deployment, re-read from the log, if `name` is its current, uncreated step and ours."""
-    deployment: Deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
+    deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
     if not deployment.is_current(name) or deployment.claimant != claimant:
         return None
     if deployment.cancel_requested or deployment.step is None or deployment.step.created or not deployment.step.runs:

@@ -79,7 +79,7 @@ class EventRow(NamedTuple):
     """A stored event with its position, as projections decode it (records.Notification)."""
 
     id: int
-    originator_id: Any  # why: hex text from SQLite, a UUID from PostgreSQL (records.Notification takes both)
+    originator_id: str | UUID  # hex text from SQLite, a UUID from PostgreSQL (records.Notification takes both)
     originator_version: int
     topic: str
     state: bytes
