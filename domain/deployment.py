@@ -54,16 +54,7 @@ class Deployment(DeploymentState, Aggregate):
         self.message = message
         self.phase = phases.NEW
         self.attempt = 1
-        self.reason: str | None = None
-        self.claimant: str | None = None
-        self.step: Step | None = None
-        self.cancel_requested = False
-        self.needs_approval = bool(spec.get("require_approval"))
-        self.approval_identity = approval.mode_of(spec.get("approval_identity"))
-        self.requested_by = meta.get("actor")  # who asked for this attempt: never its approver
-        self.requester = approval.Who.of(meta)
-        self.approved_by: str | None = None
-        self._new_attempt()
+        self._new_request(bool(spec.get("require_approval")), spec.get("approval_identity"), meta)
 
     # -- commands ------------------------------------------------------------
 
@@ -390,18 +381,9 @@ class Deployment(DeploymentState, Aggregate):
     def _retry_requested(
         self, attempt: int, meta: Meta, needs_approval: bool = False, approval_identity: str | None = None
     ) -> None:
-        self.needs_approval = needs_approval
-        self.approval_identity = approval.mode_of(approval_identity)
-        self.requested_by = meta.get("actor")
-        self.requester = approval.Who.of(meta)
-        self.approved_by = None
         self.attempt = attempt
-        self.reason = None
-        self.claimant = None
-        self.step = None
-        self.cancel_requested = False
         self.stopping = None
-        self._new_attempt()
+        self._new_request(needs_approval, approval_identity, meta)
 
 
 keep_stored_topics(globals())

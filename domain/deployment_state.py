@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import approval, phases
 from .errors import DomainError
+from .meta import Meta
 from .names import HOOK_TRIES
 from .reasons import AUTO_ROLLBACK
 from .sequence import OUTCOMES, Sequence, outcome_of
@@ -47,6 +48,19 @@ class DeploymentState:
     # may exist (created on a host that could not report it yet), so a rollback must run (7.11).
     deployer_claimed = False
     stopping: str | None = None  # the step whose stop was decided (StopRequested), until it ends
+
+    def _new_request(self, needs_approval: bool, approval_identity: str | None, meta: Meta) -> None:
+        """An attempt asked for by `meta`'s actor (Created, RetryRequested): nothing of an attempt before it."""
+        self.reason = None
+        self.claimant = None
+        self.step = None
+        self.cancel_requested = False
+        self.needs_approval = needs_approval
+        self.approval_identity = approval.mode_of(approval_identity)
+        self.requested_by = meta.get("actor")  # who asked for this attempt: never its approver
+        self.requester = approval.Who.of(meta)
+        self.approved_by = None
+        self._new_attempt()
 
     def _new_attempt(self) -> None:
         self.measured = 0

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from ...domain import ids, phases
@@ -21,6 +21,7 @@ from ...service.launch import Launch, launch_spec
 from ...service.moves import log_ids_by_position
 from ..runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
 from .plan import REPORTS, Action, Kind, is_gone
+from .reports import REPORTERS
 
 
 class Executor:
@@ -171,7 +172,7 @@ class Executor:
         except NotFound:
             return False
 
-    def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decision:
+    def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decider:
         a = batch[0]
         if a.kind == Kind.CLAIM:
             return commands.claim_decision(self.app, a.config, a.revision, self.claimant, meta)
@@ -379,33 +380,6 @@ HANDLERS: dict[Kind, Handler] = {
     Kind.END_PAUSE: Executor._end_pause,
     Kind.STOP_MEASUREMENT: Executor._stop_measurement,
     Kind.TAKE_OVER: Executor._take_over,
-}
-
-
-def _record_created(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_created(name, f"local:{name}", meta)
-
-
-def _record_started(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_started(name, meta)
-
-
-def _record_exit(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_exited(name, cast(int, a.exit_code), a.reason, meta)  # plan: an exited row's code
-
-
-def _record_lost(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_lost(name, a.reason or "gone", meta)
-
-
-# A report is not run alone: each is a change that Executor._change applies, with the others of its batch,
-# to the deployment; the change is False when the deployment has moved past it (a stale report).
-Reporter = Callable[[str, Action, Meta], commands.Report]
-REPORTERS: dict[Kind, Reporter] = {
-    Kind.RECORD_CREATED: _record_created,
-    Kind.RECORD_STARTED: _record_started,
-    Kind.RECORD_EXIT: _record_exit,
-    Kind.RECORD_LOST: _record_lost,
 }
 
 
