@@ -41,7 +41,7 @@ def os_user() -> str | None:
     return f"{account}@{socket.gethostname()}"
 
 
-def new_meta(actor: str, db_user: str | None = None, **extra: Any) -> dict[str, Any]:
+def new_meta(actor: str, db_user: str | None = None, **extra: object) -> dict[str, Any]:
     """An event's metadata: `actor` is what --as says; `os_user` who ran the command, whatever it says
     (null from inside a user namespace); `db_user` the database role the store's server knows the writer
     as (PostgreSQL, which checks it)."""

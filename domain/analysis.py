@@ -13,11 +13,10 @@ from . import condition, measured
 from .analysis_template import CADENCE
 from .condition import Value
 from .measured import Outcome
+from .placeholders import known, placeholders_of, resolved
 from .spec import ENV_KEY_PATTERN
 
 PROVIDERS = ("prometheus", "http", "command")
-ROLLOUT_PLACEHOLDERS = ("config", "version", "attempt", "step", "weight")
-PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$")
 
 
@@ -87,7 +86,7 @@ class TemplateSpec(BaseModel):
         _provider_options(self)
         if self.failure_limit >= self.count:
             raise ValueError(f"failure limit {self.failure_limit} >= count {self.count}: it could never fail")
-        unknown = [p for p in placeholders_of(self) if not _known(p, self.args)]
+        unknown = [p for p in placeholders_of(self) if not known(p, self.args)]
         if unknown:
             raise ValueError(f"unknown placeholder {{{{{unknown[0]}}}}}")
         return self
@@ -123,42 +122,27 @@ def _one_of(value: str | None, variable: str | None, option: str, env_option: st
         raise ValueError(f"give exactly one of {option} and {env_option}")
 
 
-def placeholders_of(spec: TemplateSpec) -> list[str]:
-    """Every placeholder the template's query, URL, headers, body and command name, in order."""
-    texts = [spec.query, spec.url, spec.body, *spec.headers.values(), *(spec.command or [])]
-    return [m.group(1) for text in texts if text for m in PLACEHOLDER.finditer(text)]
-
-
-def _known(placeholder: str, args: Mapping[str, str | None]) -> bool:
-    kind, _, name = placeholder.partition(".")
-    return (kind == "args" and name in args) or (kind == "rollout" and name in ROLLOUT_PLACEHOLDERS)
-
-
-def missing_args(spec: TemplateSpec, given: Mapping[str, str]) -> list[str]:
-    """The declared arguments with neither a value in `given` nor a default."""
-    return [name for name, default in spec.args.items() if default is None and name not in given]
-
-
-def unknown_args(spec: TemplateSpec, given: Mapping[str, str]) -> list[str]:
-    """The arguments in `given` the template does not declare."""
-    return [name for name in given if name not in spec.args]
-
-
-def resolved(text: str, args: Mapping[str, str], rollout: Mapping[str, str]) -> str:
-    """`text` with each placeholder replaced (KeyError: one no value was given for)."""
-
-    def value(match: re.Match[str]) -> str:
-        kind, _, name = match.group(1).partition(".")
-        return (args if kind == "args" else rollout)[name]
-
-    return PLACEHOLDER.sub(value, text)
-
-
-def values_of(spec: TemplateSpec, given: Mapping[str, str]) -> dict[str, str]:
-    """The arguments' values: those given, else their defaults (missing_args first names what lacks one)."""
-    return {name: given.get(name, default or "") for name, default in spec.args.items()}
-
-
 def outcome(spec: TemplateSpec, result: Value, *, empty: bool, error: str | None) -> tuple[Outcome, str | None]:
     """A measurement's outcome under `spec`'s conditions (measured.outcome says the rule)."""
     return measured.outcome(spec.success, spec.failure, spec.on_empty, result, empty=empty, error=error)
+
+
+def resolved_document(
+    spec: TemplateSpec, label: str, args: Mapping[str, str], rollout: Mapping[str, str]
+) -> dict[str, object]:
+    """What a measurement process reads in $ROLLOUT_ANALYSIS: the spec's fields with each placeholder in the
+    query, URL, headers, body and command replaced, and `name` (TEMPLATE@VERSION)."""
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else resolved(value, args, rollout)
+
+    done = spec.model_copy(
+        update={
+            "query": text(spec.query),
+            "url": text(spec.url),
+            "body": text(spec.body),
+            "headers": {header: resolved(value, args, rollout) for header, value in spec.headers.items()},
+            "command": None if spec.command is None else [resolved(part, args, rollout) for part in spec.command],
+        }
+    )
+    return {**done.model_dump(mode="json", exclude_none=True), "name": label}

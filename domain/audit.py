@@ -15,21 +15,24 @@ CREATES = frozenset({"DeployerCreated", "HookCreated"})
 
 @dataclass(frozen=True)
 class Violation:
+    """One break of rule `rule` ("I1", "G2", ...) found at `position`; `config` and `revision` where it is
+    about one deployment, `view` where a view of the home differs from the log's fold (I5)."""
+
     position: int
     config: str | None
     revision: int | None
     rule: str
     message: str
+    view: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """As `audit -o json` shows it (DESIGN 7 keeps the key `version` for a revision)."""
-        return {
-            "position": self.position,
-            "config": self.config,
-            "version": self.revision,
-            "rule": self.rule,
-            "message": self.message,
-        }
+        shown: dict[str, Any] = {"position": self.position, "config": self.config, "version": self.revision}
+        shown["rule"] = self.rule
+        if self.view is not None:
+            shown["view"] = self.view
+        shown["message"] = self.message
+        return shown
 
 
 class Auditor:

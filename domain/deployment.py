@@ -15,7 +15,7 @@ from .errors import DomainError, IllegalTransition
 from .measured import Measured
 from .meta import Meta
 from .reasons import ABORTED, CANCELLED
-from .sequence import claimed_sources, tally_key
+from .sequence import claimed_sources
 from .step import DEPLOYER, VERIFY, Step, data_of
 from .topics import keep_stored_topics
 
@@ -57,16 +57,7 @@ class Deployment(DeploymentState, Aggregate):
         self.message = message
         self.phase = phases.NEW
         self.attempt = 1
-        self.reason: str | None = None
-        self.claimant: str | None = None
-        self.step: Step | None = None
-        self.cancel_requested = False
-        self.needs_approval = bool(spec.get("require_approval"))
-        self.approval_identity = approval.mode_of(spec.get("approval_identity"))
-        self.requested_by = meta.get("actor")  # who asked for this attempt: never its approver
-        self.requester = approval.Who.of(meta)
-        self.approved_by: str | None = None
-        self._new_attempt()
+        self._new_request(bool(spec.get("require_approval")), spec.get("approval_identity"), meta)
 
     # -- commands ------------------------------------------------------------
 
@@ -77,8 +68,7 @@ class Deployment(DeploymentState, Aggregate):
         if self.awaits_approval:
             raise DomainError(f"revision {self.revision} of {self.config} waits for an approval")
         fixed = {"analysis": analysis} if analysis else {}  # (a claim without templates keeps its payload)
-        self.analysis = claimed_sources(analysis)  # the first step may already be a measurement's
-        step = self.first_step()
+        step = self.first_step(claimed_sources(analysis))  # (the first step may be a template's measurement)
         self._claimed(attempt=self.attempt, name=step.name, step=step.as_data(), claimant=claimant, meta=meta, **fixed)
 
     def report_created(self, name: str, ref: str, meta: Meta) -> bool:
@@ -120,14 +110,8 @@ class Deployment(DeploymentState, Aggregate):
             self._deployer_succeeded(attempt=self.attempt, name=name, next=data_of(nxt), meta=meta)
             self._announce_pause(meta)
         elif kind == DEPLOYER:
-            why = reason or f"exit code {exit_code}"
-            self._deployer_failed(
-                attempt=self.attempt,
-                name=name,
-                exit_code=exit_code,
-                reason=f"deployer {name} failed: {why}",
-                meta=meta,
-            )
+            why = f"deployer {name} failed: {reason or f'exit code {exit_code}'}"
+            self._deployer_failed(attempt=self.attempt, name=name, exit_code=exit_code, reason=why, meta=meta)
         elif exit_code == 0:
             self._hook_succeeded(**self._hook_args(step), next=data_of(self.sequence.after_hook(kind)), meta=meta)
         else:
@@ -147,14 +131,8 @@ class Deployment(DeploymentState, Aggregate):
     def time_out(self, seconds: int, meta: Meta) -> None:
         if self.phase not in phases.ACTIVE:  # a timeout bounds an attempt from its claim
             raise IllegalTransition(f"a timeout is not allowed in phase {self.phase}")
-        name = self.step.name if self.step else None
-        self._deployer_failed(
-            attempt=self.attempt,
-            name=name,
-            exit_code=None,
-            reason=f"timeout: attempt exceeded {seconds}s",
-            meta=meta,
-        )
+        name, why = self.step.name if self.step else None, f"timeout: attempt exceeded {seconds}s"
+        self._deployer_failed(attempt=self.attempt, name=name, exit_code=None, reason=why, meta=meta)
 
     def request_stop(self, name: str, reason: str, meta: Meta) -> bool:
         """Record that the controller (a timeout) or a user (a deletion) stops step `name`, before the
@@ -265,11 +243,7 @@ class Deployment(DeploymentState, Aggregate):
         meta: Meta,
         analysis: list[dict[str, Any]] | None = None,
     ) -> None:
-        self.claimant = claimant
-        self.analysis = claimed_sources(analysis)
-        self.template_versions = {a["template"]: int(a["version"]) for a in analysis or ()}
-        self.step = Step.from_data(step)
-        self.deployer_claimed = self.deployer_claimed or self.step.kind == DEPLOYER
+        self._take_claim(claimant, Step.from_data(step), analysis)
 
     @event("DeployerCreated")
     def _deployer_created(self, attempt: int, name: str, ref: str, meta: Meta) -> None:
@@ -350,12 +324,7 @@ class Deployment(DeploymentState, Aggregate):
         value: Value = None,
         error: str | None = None,
     ) -> None:
-        self.measured = max(self.measured, number)
-        tally = self.tallies.setdefault(step, {})
-        tally[outcome] = tally.get(outcome, 0) + 1
-        source = tally_key(step, template.rsplit("@", 1)[0] if template else None)
-        mine = self.source_tallies.setdefault(source, {})
-        mine[outcome] = mine.get(outcome, 0) + 1
+        self._tally(number, step, outcome, template)
         if reason is not None:
             self._end(reason)
         else:
@@ -418,18 +387,9 @@ class Deployment(DeploymentState, Aggregate):
     def _retry_requested(
         self, attempt: int, meta: Meta, needs_approval: bool = False, approval_identity: str | None = None
     ) -> None:
-        self.needs_approval = needs_approval
-        self.approval_identity = approval.mode_of(approval_identity)
-        self.requested_by = meta.get("actor")
-        self.requester = approval.Who.of(meta)
-        self.approved_by = None
         self.attempt = attempt
-        self.reason = None
-        self.claimant = None
-        self.step = None
-        self.cancel_requested = False
         self.stopping = None
-        self._new_attempt()
+        self._new_request(needs_approval, approval_identity, meta)
 
 
 keep_stored_topics(globals())

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from . import approval, phases
 from .errors import DomainError
 from .measured import Measured
+from .meta import Meta
 from .names import HOOK_TRIES
 from .reasons import AUTO_ROLLBACK
-from .sequence import OUTCOMES, Sequence, Source, outcome_of, tally_key
+from .sequence import OUTCOMES, Sequence, Source, claimed_sources, outcome_of, tally_key
 from .step import DEPLOYER, PAUSE, VERIFY, Step, data_of
 
 if TYPE_CHECKING:
@@ -50,6 +51,19 @@ class DeploymentState:
     stopping: str | None = None  # the step whose stop was decided (StopRequested), until it ends
     analysis: tuple[Source, ...] = ()  # the templates this attempt's claim fixed, with their versions' cadence
     template_versions: dict[str, int] = {}  # noqa: RUF012 - replaced, never changed in place: template -> version
+
+    def _new_request(self, needs_approval: bool, approval_identity: str | None, meta: Meta) -> None:
+        """An attempt asked for by `meta`'s actor (Created, RetryRequested): nothing of an attempt before it."""
+        self.reason = None
+        self.claimant = None
+        self.step = None
+        self.cancel_requested = False
+        self.needs_approval = needs_approval
+        self.approval_identity = approval.mode_of(approval_identity)
+        self.requested_by = meta.get("actor")  # who asked for this attempt: never its approver
+        self.requester = approval.Who.of(meta)
+        self.approved_by = None
+        self._new_attempt()
 
     def _new_attempt(self) -> None:
         self.measured = 0
@@ -102,8 +116,27 @@ class DeploymentState:
     def deployer_step(self, try_: int = 1) -> Step:
         return self.sequence.deployer(1)
 
-    def first_step(self) -> Step:
-        return self.sequence.first()
+    def first_step(self, analysis: tuple[Source, ...] | None = None) -> Step:
+        """The attempt's first step (`analysis`: the templates a claim is fixing, not yet recorded)."""
+        if analysis is None:
+            return self.sequence.first()
+        return Sequence(self.config, self.revision, self.attempt, self.spec, analysis).first()
+
+    def _take_claim(self, claimant: str, step: Step, analysis: list[dict[str, Any]] | None) -> None:
+        """A claim of the attempt: its claimant, its first step, and the templates' revisions it fixed."""
+        self.claimant = claimant
+        self.analysis = claimed_sources(analysis)
+        self.template_versions = {a["template"]: int(a["version"]) for a in analysis or ()}
+        self.step = step
+        self.deployer_claimed = self.deployer_claimed or step.kind == DEPLOYER
+
+    def _tally(self, number: int, step: int, outcome: str, template: str | None) -> None:
+        """A measurement's outcome, counted for its rollout step and for its source (7.9: `template` NAME@V)."""
+        self.measured = max(self.measured, number)
+        tally = self.tallies.setdefault(step, {})
+        tally[outcome] = tally.get(outcome, 0) + 1
+        mine = self.source_tallies.setdefault(tally_key(step, template.rsplit("@", 1)[0] if template else None), {})
+        mine[outcome] = mine.get(outcome, 0) + 1
 
     def is_current(self, name: str) -> bool:
         """Whether a report about `name` concerns what runs now (else it is stale)."""

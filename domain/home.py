@@ -34,6 +34,5 @@ def home_id(claimant: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"/homes/{claimant}")
 
 
-Home = HomeBinding  # the name service/application.py still imports (issue 47: it is to import HomeBinding)
 # Logs hold this aggregate's events as `domain.home:Home.Registered` and the like: they keep that name (DESIGN 7).
 keep_stored_topics(globals(), renamed={"HomeBinding": "Home"})

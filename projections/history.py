@@ -23,6 +23,7 @@ from .history_tables import (
     VERIFIED,
     ending_key,
     exact,
+    measurement_row,
     spec_text,
 )
 from .projection import Fold, Projection, StatementSink
@@ -238,8 +239,8 @@ class HistoryFold(Fold):
         if row is None:
             return
         self._step(row, r, type_, data)
-        if type_ == "MeasurementRecorded":
-            self._measured(row, r, data)
+        if type_ == "MeasurementRecorded":  # with what a template's measurement said (7.9)
+            self.measurements.put(measurement_row(row, r.position, r.timestamp, data))
         before = row["phase"]
         row["phase"] = after = phases.phase_after(before, type_, data)
         if after != before:  # (inline: a rebuild moves ~400,000 deployments between phases per 1M events)
@@ -335,26 +336,6 @@ class HistoryFold(Fold):
             self.ended[le] = ended = [0, 0]
         ended[0] += 1
         ended[1] += exact(row["seconds"]) - exact(before)
-
-    def _measured(self, deployment: dict[str, Any], r: Record, data: dict[str, Any]) -> None:
-        """A measurement's outcome, with what a template's measurement said (7.9)."""
-        value = data.get("value")
-        self.measurements.put(
-            {
-                "name": data["name"],
-                "config": deployment["config"],
-                "revision": deployment["revision"],
-                "attempt": data["attempt"],
-                "k": data["number"],
-                "step": data["step"],
-                "template": data.get("template"),
-                "outcome": data["outcome"],
-                "value": None if value is None else json.dumps(value),
-                "error": data.get("error"),
-                "position": r.position,
-                "at": r.timestamp,
-            }
-        )
 
     def _step(self, deployment: dict[str, Any], r: Record, type_: str, data: dict[str, Any]) -> None:
         """Follow the deployer and hook runs of the current attempt."""

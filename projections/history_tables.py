@@ -176,3 +176,22 @@ STEP_STATE = {
     "PauseEnded": "ended",
     "Promoted": "promoted",
 }
+
+
+def measurement_row(deployment: dict[str, Any], position: int, at: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A `measurements` row: a measurement's outcome (7.6), with a template's value and error (7.9)."""
+    value = data.get("value")
+    return {
+        "name": data["name"],
+        "config": deployment["config"],
+        "revision": deployment["revision"],
+        "attempt": data["attempt"],
+        "k": data["number"],
+        "step": data["step"],
+        "template": data.get("template"),
+        "outcome": data["outcome"],
+        "value": None if value is None else json.dumps(value),
+        "error": data.get("error"),
+        "position": position,
+        "at": at,
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
+from uuid import UUID
 
 import orjson
 
@@ -30,10 +31,14 @@ def _undecodable(message: str) -> UndecodableEvent:
 
 class Notification(Protocol):
     id: int
-    originator_id: Any  # why: a UUID from the library, text from a row the log gave directly (log_file.Row)
     originator_version: int
     topic: str
     state: bytes
+
+    @property
+    def originator_id(self) -> UUID | str:
+        """The stream: a UUID from the library, text from a row the log gave directly (log_file.Row)."""
+        ...
 
 
 class Record(NamedTuple):

@@ -10,19 +10,28 @@ from typing import TYPE_CHECKING
 from eventsourcing.application import AggregateNotFoundError
 
 from ..domain import ids
-from ..domain.analysis import TemplateSpec, missing_args, placeholders_of
 from ..domain.analysis_template import AnalysisTemplate
 from ..domain.errors import NotFound, UsageError
 from ..domain.meta import Meta
+from ..domain.placeholders import missing_args, placeholders_of
 from .analysis_claim import loaded
 
 if TYPE_CHECKING:
+    from ..domain.analysis import TemplateSpec
     from ..domain.spec import Spec
     from .deciding import DecidingApp, Decision
 
 
+def model() -> type[TemplateSpec]:
+    """The validated model of a template: loaded only by what reads one (a config without templates, and
+    every read, never pays for pydantic)."""
+    from ..domain.analysis import TemplateSpec  # start-up cost: pydantic, only where a template is read
+
+    return TemplateSpec
+
+
 def template_spec(template: AnalysisTemplate) -> TemplateSpec:
-    return TemplateSpec.model_validate(template.spec)
+    return model().model_validate(template.spec)
 
 
 def at_revision(app: DecidingApp, name: str, revision: int) -> TemplateSpec:
@@ -47,7 +56,7 @@ def claimed_template(app: DecidingApp, name: str, revision: int) -> TemplateSpec
     except NotFound:
         pass
     why = f"analysis template {name} was deleted before this attempt's claim"
-    return TemplateSpec(provider="command", command=[sys.executable, "-c", f"print({why!r}); raise SystemExit(2)"])
+    return model()(provider="command", command=[sys.executable, "-c", f"print({why!r}); raise SystemExit(2)"])
 
 
 def create(app: DecidingApp, name: str, spec: TemplateSpec, reason: str | None, meta: Meta) -> int:

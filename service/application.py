@@ -15,9 +15,10 @@ from ..domain.config import DeploymentConfig
 from ..domain.deployment import Deployment
 from ..domain.errors import DomainError, NotFound
 from ..domain.freeze import FreezeAll, in_force
-from ..domain.home import Home, home_id
+from ..domain.home import HomeBinding, home_id
+from ..domain.meta import Meta
 from . import analysis
-from .deciding import DecidingApp, Meta, config_spec, config_spec_of
+from .deciding import DecidingApp, config_spec, config_spec_of
 from .deciding import Decision as Decision
 from .deciding import NotUTF8 as NotUTF8
 from .deciding import WriteConflict as WriteConflict
@@ -260,7 +261,7 @@ class RolloutsApp(DecidingApp):
             try:
                 home = self.repository.get(home_id(claimant))
             except AggregateNotFoundError:
-                home = Home(claimant=claimant, meta=meta)
+                home = HomeBinding(claimant=claimant, meta=meta)
             home.rebind(old[0], old[1], self.recorder.log_id(), head, meta)
             return [home], None
 

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 from ..adapters.store.reader import RecorderSource
 from ..adapters.store.snapshot_check import snapshot_breaks
 from ..adapters.store.verify import seen_by_home, verify_log
+from ..domain.audit import Violation
 from ..domain.audit_rules import audit_rules
 from ..projections import audit_queries
 from ..projections.rebuild import paused_gc
 from ..projections.refold import Differing, Refold
 from .runtime_check import runtime_breaks
-from .violations import AuditReport, Violation
+from .violations import AuditReport
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -49,10 +50,7 @@ def _rules(db: sqlite_utils.Database, name: str | None) -> tuple[int, list[Viola
     # No cycle collection meanwhile: the rules make no cycles and keep ~8 containers per deployment alive,
     # which each full collection walked again (3 of the 8.6 s of CPU at 1M events).
     with paused_gc():
-        found = [
-            Violation(v.rule, v.position, v.message, v.config, v.revision)
-            for v in audit_rules(audit_queries.rule_events(db, name))
-        ]
+        found = audit_rules(audit_queries.rule_events(db, name))
     return audit_queries.event_count(db, name), found
 
 
@@ -63,7 +61,7 @@ def _view_violation(found: Differing) -> Violation:
         f"view {found.name} differs from the log's fold ({tables}): edited, or left by other code;"
         f" run 'rollouts projections rebuild {found.name}'"
     )
-    return Violation("I5", found.position, message, view=found.name)
+    return Violation(found.position, None, None, "I5", message, view=found.name)
 
 
 def _chain_breaks(session: Session) -> list[Violation]:
@@ -72,4 +70,4 @@ def _chain_breaks(session: Session) -> list[Violation]:
 
     recorder = session.recorder
     breaks = verify_log(recorder).breaks + seen_by_home(session.home.runtime, recorder) + snapshot_breaks(recorder)
-    return [Violation("I8", b.position, b.problem) for b in breaks]
+    return [Violation(b.position, None, None, "I8", b.problem) for b in breaks]

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from .application import RolloutsApp
 
 Report = Callable[[Deployment], bool]
-Decision = Callable[[], tuple[list[Any], Any]]
+# A decision to make on fresh aggregates: what to save (aggregates, events) and the answer (app.decide).
+Decider = Callable[[], tuple[list[Any], Any]]
 
 
 def claim(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> str | None:
@@ -32,7 +33,7 @@ def claim(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta
     return app.decide(claim_decision(app, config_name, revision, claimant, meta))
 
 
-def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> Decision:
+def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> Decider:
     def decision() -> tuple[list[Any], str | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
@@ -85,9 +86,7 @@ def request_stop(
     return changed is not None
 
 
-def report_decision(
-    app: RolloutsApp, config_name: str, revision: int, change: Report, meta: dict[str, Any]
-) -> Decision:
+def report_decision(app: RolloutsApp, config_name: str, revision: int, change: Report, meta: dict[str, Any]) -> Decider:
     def decision() -> tuple[list[Any], Deployment | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)
@@ -112,7 +111,7 @@ def _as_if_alone(config: DeploymentConfig, deployment: Deployment) -> list[Any]:
     return [*reported[:-1], *released, *reported[-1:], config, deployment]
 
 
-def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | None:
+def together(app: RolloutsApp, decisions: Sequence[Decider]) -> list[Any] | None:
     """Run each decision on fresh aggregates, then append all they decided in one save (one commit).
 
     The decisions must concern different aggregates (one per deployment and config, as a pass
@@ -138,8 +137,8 @@ def together(app: RolloutsApp, decisions: Sequence[Decision]) -> list[Any] | Non
     return results
 
 
-def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:  # a config or a deployment: the caller knows which
-    """An aggregate as the log has it now (new events read), not copied: read it at once, never change it."""
+def peek(app: RolloutsApp, aggregate_id: UUID) -> Deployment:
+    """A deployment as the log has it now (new events read), not copied: read it at once, never change it."""
     try:
         return app.repository.get(aggregate_id, deepcopy_from_cache=False)
     except AggregateNotFoundError:
@@ -148,7 +147,7 @@ def peek(app: RolloutsApp, aggregate_id: UUID) -> Any:  # a config or a deployme
 
 def current_step(app: RolloutsApp, config_name: str, revision: int, name: str, claimant: str) -> Deployment | None:
     """The deployment, re-read from the log, if `name` is its current, uncreated step and ours."""
-    deployment: Deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
+    deployment = peek(app, ids.deployment_id(ids.config_id(config_name), revision))
     if not deployment.is_current(name) or deployment.claimant != claimant:
         return None
     if deployment.cancel_requested or deployment.step is None or deployment.step.created or not deployment.step.runs:

@@ -41,7 +41,6 @@ T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
 Decision = tuple[list[Aggregate], T]
 TRIES = 12
-Meta = dict[str, Any]
 
 
 class WriteConflict(Conflict):
@@ -107,7 +106,7 @@ class DecidingApp(Application[UUID]):
     def save(
         self,
         *objs: MutableOrImmutableAggregate[UUID] | DomainEventProtocol[UUID] | None,
-        **kwargs: Any,  # the library's own save keywords, passed on as given
+        **kwargs: Any,  # why: the library's own save keywords, passed on as given
     ) -> list[Recording[UUID]]:
         guards, self._guards = self._guards, []
         written = {o.id for o in objs if isinstance(o, Aggregate)}  # their own versions are checked as they save

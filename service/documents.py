@@ -6,14 +6,14 @@ import json
 import shlex
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..projections import history_queries
+from ..projections.rows import ViewRow
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-Row = dict[str, Any]
 # The deployment number is `revision` in the code and the views; DESIGN 7's documents (JSON, tables, the page)
 # name it `version`: renamed here, where a view's row becomes what is printed, and nowhere else.
 SHOWN_AS = {"revision": "version", "latest_revision": "latest_version"}
@@ -44,12 +44,12 @@ def _ansi_c_char(c: str) -> str:
     return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
 
 
-def shown(row: Row) -> Row:
+def shown(row: ViewRow) -> ViewRow:
     """`row` with its keys as the documents name them (SHOWN_AS), in the same order; its values as they are."""
     return {SHOWN_AS.get(k, k): v for k, v in row.items()}
 
 
-def config_list(db: sqlite_utils.Database, now: datetime) -> list[Row]:
+def config_list(db: sqlite_utils.Database, now: datetime) -> list[ViewRow]:
     """`config list`: every config with its latest revision and phase, the freezes in force at `now`,
     and its command as a shell types it."""
 
@@ -59,7 +59,7 @@ def config_list(db: sqlite_utils.Database, now: datetime) -> list[Row]:
     return [shown(row) for row in rows]
 
 
-def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[Row]:
+def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -> list[ViewRow]:
     """`rollout history NAME [--revision N]`: the deployments (NotFound: no such config or revision)."""
     rows = history_queries.deployments(db, name, revision)
     return [history_document(row) for row in rows]
@@ -68,7 +68,7 @@ def history(db: sqlite_utils.Database, name: str, revision: int | None = None) -
 _STEP_COLUMNS = ("step_index", "passed", "failed", "inconclusive")
 
 
-def history_document(row: Row) -> Row:
+def history_document(row: ViewRow) -> ViewRow:
     """A history row as JSON shows it: 7.6's `step` (the rollout step), `verification` (counts) and the rest."""
     document = {
         SHOWN_AS.get(k, k): v

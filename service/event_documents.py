@@ -4,20 +4,19 @@ types they need load only for the commands that list events, not for every comma
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..adapters.store.url import shown
 from ..domain.event_types import event_types
 from ..projections import audit_queries
+from ..projections.rows import ViewRow
 from . import documents
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-Row = dict[str, Any]
 
-
-def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[Row]:
+def events(db: sqlite_utils.Database, only: audit_queries.EventFilter) -> list[ViewRow]:
     """`events`: the events `only` lets through, in log order (NotFound: no such config). A sink's URL
     is shown with its password as *** (the log keeps it whole: the notifier needs it); the revision as
     `version`, as DESIGN 7 names it."""

@@ -8,7 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..domain.analysis import resolved_document
 from ..domain.deployment import Deployment
+from ..domain.placeholders import resolved, values_of
 from ..domain.step import DEPLOYER, VERIFY
 
 if TYPE_CHECKING:
@@ -94,8 +96,6 @@ def template_run(
     command, a built-in provider the program itself with the resolved template in ROLLOUT_ANALYSIS. What the
     template names by a variable (`*-env`) is passed from the controller's environment by name: its value
     is never stored. `audit` makes the same from the log, to hold each run to the revision its claim fixed."""
-    from ..domain.analysis import resolved, values_of  # (the template's own model is loaded by the caller)
-
     args = values_of(template, given)
     rollout = {
         "config": env["ROLLOUT_CONFIG"],
@@ -108,13 +108,8 @@ def template_run(
     extra = {TEMPLATE_NAME_ENV: fixed}
     if template.provider == "command":
         return [resolved(arg, args, rollout) for arg in template.command or []], extra, named
-    data = template.model_dump(mode="json", exclude_none=True)
-    for key in ("query", "url", "body"):
-        if key in data:
-            data[key] = resolved(data[key], args, rollout)
-    data["headers"] = {k: resolved(v, args, rollout) for k, v in template.headers.items()}
-    data["name"] = fixed
-    extra[TEMPLATE_ENV] = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    document = resolved_document(template, fixed, args, rollout)
+    extra[TEMPLATE_ENV] = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return [sys.executable, *MEASURE], extra, named
 
 

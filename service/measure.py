@@ -12,9 +12,10 @@ from eventsourcing.application import AggregateNotFoundError
 from ..adapters.analysis import command, process
 from ..adapters.analysis.process import Measurement
 from ..domain import ids
-from ..domain.analysis import TemplateSpec, missing_args, placeholders_of, resolved, unknown_args, values_of
+from ..domain.analysis import TemplateSpec, resolved_document
 from ..domain.analysis_template import AnalysisTemplate
 from ..domain.errors import NotFound, UsageError
+from ..domain.placeholders import missing_args, placeholders_of, resolved, unknown_args, values_of
 
 if TYPE_CHECKING:
     from .application import RolloutsApp
@@ -86,24 +87,3 @@ def rollout_values(app: RolloutsApp, name: str, spec: TemplateSpec, config: str 
         "step": "1",
         "weight": str(weights[0]),
     }
-
-
-def resolved_document(
-    spec: TemplateSpec, label: str, args: Mapping[str, str], rollout: Mapping[str, str]
-) -> dict[str, object]:
-    """What a measurement process reads in $ROLLOUT_ANALYSIS: the spec's fields with each placeholder in the
-    query, URL, headers, body and command replaced, and `name` (TEMPLATE@VERSION)."""
-
-    def text(value: str | None) -> str | None:
-        return None if value is None else resolved(value, args, rollout)
-
-    done = spec.model_copy(
-        update={
-            "query": text(spec.query),
-            "url": text(spec.url),
-            "body": text(spec.body),
-            "headers": {header: resolved(value, args, rollout) for header, value in spec.headers.items()},
-            "command": None if spec.command is None else [resolved(part, args, rollout) for part in spec.command],
-        }
-    )
-    return {**done.model_dump(mode="json", exclude_none=True), "name": label}

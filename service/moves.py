@@ -24,17 +24,16 @@ from ..domain.errors import DomainError
 from ..domain.ids import origin_id
 from ..domain.log import LogOrigin, LogSeal
 from ..domain.log_writers import writer_of
+from ..domain.meta import Meta
 from ..domain.open_fold import OpenFold
 from ..projections.records import record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..adapters.store.port import LogRecorder
-    from ..adapters.store.transfer import Checked, Reader
+    from ..adapters.store.port import LogRecorder, StreamEvents
+    from ..adapters.store.transfer import Checked
     from .application import RolloutsApp
-
-Meta = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -91,14 +90,14 @@ def check_unsealed(recorder: LogRecorder) -> None:
         raise LogSealed(recorder.log_id() or "", position)
 
 
-def ending(app: RolloutsApp, meta: Meta) -> Callable[[Checked, Reader], list[StoredEvent]]:
+def ending(app: RolloutsApp, meta: Meta) -> Callable[[Checked, StreamEvents], list[StoredEvent]]:
     """What an import appends after the imported events, in its transaction: the new log's origin, and
     for a fork each deployment left open failed (with the config's slot released), as stored events."""
     log_id = app.recorder.log_id()
     if log_id is None:
         raise DomainError("the target store has no log id: it cannot take an import")
 
-    def make(found: Checked, read: Reader) -> list[StoredEvent]:
+    def make(found: Checked, read: StreamEvents) -> list[StoredEvent]:
         fork = found.fold is not None
         origin = LogOrigin(
             log_id=log_id,
@@ -119,7 +118,7 @@ def ending(app: RolloutsApp, meta: Meta) -> Callable[[Checked, Reader], list[Sto
     return make
 
 
-def _abandoned(app: RolloutsApp, fold: OpenFold, read: Reader, reason: str, meta: Meta) -> list[Any]:
+def _abandoned(app: RolloutsApp, fold: OpenFold, read: StreamEvents, reason: str, meta: Meta) -> list[Any]:
     """The configs and deployments of `fold`'s open deployments, each failed with `reason`."""
     streams = [UUID(s) for s in fold.open()]
     if not streams:

@@ -9,6 +9,7 @@ from eventsourcing.domain import Aggregate
 from ..domain import phases, rollout
 from ..domain.config import DeploymentConfig
 from ..domain.deployment import ABORTED, Deployment
+from .deciding import config_spec_of
 
 if TYPE_CHECKING:
     from .deciding import DecidingApp
@@ -24,10 +25,8 @@ def rollback_for(
         return []
 
     source = app.deployment(config, to)
-    from ..domain.spec import Spec  # start-up cost: pydantic loads only for a rollback
-
     restored = app.spec_source(config, source).typed_spec().rollout_part()
-    spec = Spec.model_validate({**config.spec, **restored}).to_data()  # as undo stores it
+    spec = config_spec_of({**config.spec, **restored}).to_data()  # as undo stores it
     if not deployment.deployer_claimed:  # nothing of it ran: no rollback deployment (7.11)
         return rollout.set_back(config, spec, meta)
     return rollout.auto_rollback(config, deployment, source, spec, meta)

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..adapters.runtime.port import claim_parts
+from ..domain.audit import Violation
 from ..domain.spec import Spec
 from .launch import TEMPLATE_NAME_ENV, command_of, inherited
 from .template_check import template_differs
-from .violations import Violation
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -65,7 +65,7 @@ def runtime_breaks(
         else:
             problem = _differs(run[0], run[1], name, argv, env, pass_env)
         if problem is not None:
-            found.append(Violation("I8", parts[1], problem, config, revision))
+            found.append(Violation(parts[1], config, revision, "I8", problem))
     return found
 
 

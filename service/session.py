@@ -24,13 +24,13 @@ from .bootstrap import bootstrap
 
 if TYPE_CHECKING:
     from ..adapters.store.port import Backend, LogRecorder
+    from ..projections.live import Warn
     from ..projections.store import ProjectionStore
     from .application import RolloutsApp
 
 T = TypeVar("T")
 P = ParamSpec("P")
-Warn = Callable[[str], None]
-Seen = tuple[str | None, int, str | None]  # a log's id, head and the head's hash, as the binding records them
+LogMark = tuple[str | None, int, str | None]  # a log's id, head and the head's hash, as the binding records them
 HEALS = 3  # times a read heals views broken under it and is asked again
 
 
@@ -45,8 +45,8 @@ class Session:
         self.actor = actor
         self.cache_kib: int | None = None  # per connection to the views and the SQLite log, for a long-lived process
         self.autocheckpoint = True  # False: the views' commits leave their WAL to the caller (serve's thread)
-        self._log: Seen = (None, 0, None)  # what log_problem last saw of the log
-        self._recorded: Seen | None = None  # what check_log last wrote to the binding
+        self._log: LogMark = (None, 0, None)  # what log_problem last saw of the log
+        self._recorded: LogMark | None = None  # what check_log last wrote to the binding
         self._no_log: bool | None = None
         self._app: RolloutsApp | None = None
         self._recorder: LogRecorder | None = None  # a bare recorder, when a read opened no application

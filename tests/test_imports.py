@@ -16,10 +16,7 @@ MAX_LOCAL = 18
 FACES = ("adapters/cli",)  # they print what the views and the store answer; SQL lives below them
 SQL = re.compile(r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\b.*\bSET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX))\b", re.S)
 # Circles known and owned elsewhere, each with why it still stands: remove the entry when it is broken.
-KNOWN_CYCLES = {
-    ("rollouts.service.application", "rollouts.service.commands"): "issue 47: commands names RolloutsApp in a "
-    "type (under TYPE_CHECKING) and application calls commands.rollback_for; the service layer's to untie",
-}
+KNOWN_CYCLES: dict[tuple[str, ...], str] = {}
 
 
 def _modules() -> dict[str, Path]:

@@ -102,30 +102,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("domain", "projections", "adapters", "service")
 # name -> (the modules that define it, why the name is shared for now). Every other class or type alias of the
 # product has one defining module; an entry here goes once its reason does.
-SHARED = {
-    "Home": (
-        {"domain/home.py", "adapters/home.py"},
-        "domain/home.py keeps Home as a second name of HomeBinding only for service/application.py's import: "
-        "the service layer is to import HomeBinding (then the alias goes)",
-    ),
-    "Meta": (
-        {"domain/meta.py", "service/moves.py", "service/application.py"},
-        "service/ defines the same dict again: the service layer is to import domain.meta.Meta",
-    ),
-    "Row": (
-        {"projections/log_file.py", "service/documents.py", "service/event_documents.py"},
-        "service/'s documents call a view's row Row (projections.rows.ViewRow's shape): to import ViewRow",
-    ),
-    "Decision": (
-        {"service/commands.py", "service/application.py"},
-        "two things of the service layer (a save's aggregates and answer; a decision made again on fresh "
-        "state): the service layer's to name",
-    ),
-    "Reader": (
-        {"adapters/web/server.py", "adapters/store/transfer.py"},
-        "the web server's request answerer and an import's reader of streams: modules others are changing",
-    ),
-}
+SHARED: dict[str, tuple[set[str], str]] = {}
 
 
 def _defined(tree: ast.Module) -> list[tuple[str, ast.stmt]]:

@@ -18,6 +18,7 @@ FAST = {
     "test_names.py",
     "test_library_privates.py",
     "test_types.py",
+    "test_sizes.py",
     "unit/test_condition.py",
     "integration/analysis/test_http_provider.py",
     "unit/test_analysis_template.py",

@@ -192,9 +192,7 @@ def _templates(state: State) -> dict[str, dict[str, Any]]:
 
 
 def _row(template: dict[str, Any]) -> dict[str, Any]:
-    from ...domain.analysis import TemplateSpec  # pydantic: the defaults shown, for these two commands only
-
-    spec = TemplateSpec.model_validate(template["spec"]).model_dump(mode="json")
+    spec = analysis.model().model_validate(template["spec"]).model_dump(mode="json")
     return {
         "name": template["name"],
         "provider": spec["provider"],
@@ -214,15 +212,13 @@ def _spec(current: dict[str, Any], given: dict[str, object]) -> TemplateSpec:
     """`current` with what was given; one `error:` line (exit 2) naming the option of a value refused."""
     from pydantic import ValidationError
 
-    from ...domain.analysis import TemplateSpec  # pydantic: for the commands that change a template
-
     data = dict(current)
     for key, value in given.items():
         if value is None or value == ():
             continue
         data[key] = _converted(key, value)
     try:
-        return TemplateSpec.model_validate(data)
+        return analysis.model().model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""

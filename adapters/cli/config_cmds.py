@@ -42,7 +42,7 @@ def config() -> None:
 @spec_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_state
-def create(state: State, name: str, command: tuple[str, ...], **options: Any) -> None:  # spec_options' values
+def create(state: State, name: str, command: tuple[str, ...], **options: Any) -> None:  # why: spec_options' values
     """Register config NAME whose deployer runs COMMAND (after `--`, no shell).
 
     \b
@@ -66,7 +66,7 @@ def create(state: State, name: str, command: tuple[str, ...], **options: Any) ->
 @spec_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @pass_state
-def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> None:  # spec_options' values
+def set_(state: State, name: str, command: tuple[str, ...], **options: Any) -> None:  # why: spec_options' values
     """Change only what is given of NAME's spec; `-- CMD...` replaces the command.
 
     With --trigger config-change a change of what deployments run rolls out a

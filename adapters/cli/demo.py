@@ -23,7 +23,7 @@ CHECK = 'echo "error rate $ERRORS%"; test "$ERRORS" -lt 5'  # a measurement: exi
 FLAKY = 'test "$ROLLOUT_ATTEMPT" -gt 1 || { echo "attempt $ROLLOUT_ATTEMPT: flaky failure"; exit 3; }; echo api up'
 
 
-class Session:
+class Demo:
     """Runs CLI commands against one home, printing each as a user would type it."""
 
     def __init__(self, home: Path) -> None:
@@ -75,7 +75,7 @@ def demo(ctx: click.Context) -> None:
         raise click.UsageError(f"demo needs a fresh home; {home} already has an event log")
     started = time.monotonic()
     click.secho(f"Rollouts demo in {home}", bold=True)
-    s = Session(home)
+    s = Demo(home)
     s.say("Two apps. Deployers are real processes, run with no shell around the argv.")
     s.run("config", "create", "web", "--env", "GREETING=hello", "--", "sh", "-c", QUICK)
     s.run("config", "create", "api", "--", "sh", "-c", FLAKY)
@@ -97,7 +97,7 @@ def demo(ctx: click.Context) -> None:
     click.secho(f"\nDone in {time.monotonic() - started:.1f}s. Explore: rollouts --home {home} events", bold=True)
 
 
-def _steps_story(s: Session) -> None:
+def _steps_story(s: Demo) -> None:
     s.say("Steps and verification: each step's deployer, then measurements; a failure rolls back by itself.")
     s.run("config", "create", "shop", "--env", "ERRORS=0", "--steps", "50,100", "--verify", f"sh -c '{CHECK}'",
           "--verify-count", "2", "--verify-interval", "0", "--auto-rollback", "--", "sh", "-c", STEP)  # fmt: skip
@@ -111,7 +111,7 @@ def _steps_story(s: Session) -> None:
     s.run("rollout", "history", "shop")
 
 
-def _story(s: Session) -> None:
+def _story(s: Demo) -> None:
     s.run("rollout", "latest", "web", "--reason", "first release")
     s.run("rollout", "status", "web", "--watch", "--timeout", "15")
     s.run("logs", "web")

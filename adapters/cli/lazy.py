@@ -13,7 +13,7 @@ Lazy = dict[str, tuple[str, str, str]]  # command -> (module, attribute, one-lin
 
 
 class LazyGroup(click.Group):
-    def __init__(self, *args: Any, lazy: Lazy | None = None, **kwargs: Any) -> None:  # click.Group's own
+    def __init__(self, *args: Any, lazy: Lazy | None = None, **kwargs: Any) -> None:  # why: click.Group's own
         super().__init__(*args, **kwargs)
         self.lazy: Lazy = lazy or {}
 

@@ -11,7 +11,7 @@ import click
 
 from ...service.moves import ending, origin_of
 from ...service.moves import seal as seal_log
-from ..store.chain import Break
+from ..store.chain import Break, ChainVerdict
 from ..store.transfer import export_lines, load
 from ..store.verify import seen_by_home, verify_log
 from .output import emit_json, output_option
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ..store.checkpoint import Checkpoint
 
-Step = Callable[[int], None]  # reports progress by so much
+Advance = Callable[[int], None]  # reports progress by so much
 
 
 @click.group()
@@ -90,12 +90,7 @@ def verify(
     breaks = verdict.breaks + seen_by_home(state.home.runtime, recorder)
     if signed is not None and signed.log_id != log_id:
         breaks.append(Break(signed.position, f"the checkpoint is of log {signed.log_id}, not of this log {log_id}"))
-    for name, position, digest in heads:
-        found = verdict.hash_at.get(position)
-        if found is None:
-            breaks.append(Break(position, f"{name} {position} is gone: the log ends at {verdict.head}"))
-        elif found != digest:
-            breaks.append(Break(position, f"{name} {position} has another hash: {found}"))
+    breaks += _heads_gone(heads, verdict)
     if output == "json":
         emit_json(
             {
@@ -120,6 +115,18 @@ def verify(
             click.echo(f"ok: checkpoint {signed.position} signed by {signed.key_name} at {when} holds")
     if breaks:
         raise click.exceptions.Exit(1)
+
+
+def _heads_gone(heads: list[tuple[str, int, str]], verdict: ChainVerdict) -> list[Break]:
+    """A break for each head given (`name`, position, hash) that the log no longer holds as it was."""
+    found = []
+    for name, position, digest in heads:
+        at = verdict.hash_at.get(position)
+        if at is None:
+            found.append(Break(position, f"{name} {position} is gone: the log ends at {verdict.head}"))
+        elif at != digest:
+            found.append(Break(position, f"{name} {position} has another hash: {at}"))
+    return found
 
 
 def _checkpoint(text: IO[str] | None, pubkey: IO[bytes] | None) -> Checkpoint | None:
@@ -334,14 +341,14 @@ def _size(source: IO[str]) -> int:
         return 0
 
 
-def _reported(lines: Iterable[str], step: Step) -> Iterator[str]:
+def _reported(lines: Iterable[str], step: Advance) -> Iterator[str]:
     """The lines, each reported to the progress bar by its length (at most its size in bytes)."""
     for line in lines:
         step(len(line))
         yield line
 
 
-def _progress(total: int, label: str, least: int = 10_000) -> AbstractContextManager[Step]:
+def _progress(total: int, label: str, least: int = 10_000) -> AbstractContextManager[Advance]:
     """A progress bar on a terminal's stderr for long work (`total` of at least `least`); elsewhere a no-op step."""
     import contextlib
     import sys
@@ -350,7 +357,7 @@ def _progress(total: int, label: str, least: int = 10_000) -> AbstractContextMan
         return contextlib.nullcontext(lambda _: None)
 
     @contextlib.contextmanager
-    def bar() -> Iterator[Step]:
+    def bar() -> Iterator[Advance]:
         with click.progressbar(length=total, label=label, file=sys.stderr) as shown:
             yield shown.update
 

@@ -74,11 +74,7 @@ def serve(state: State, host: str, port: int, token_env: str | None, insecure: b
       rollouts serve --port 0             # a free port; the URL is on stdout
       ROLLOUTS_SERVE_TOKEN=$(openssl rand -hex 32) rollouts serve --host 0.0.0.0 --token-env ROLLOUTS_SERVE_TOKEN
     """
-    from ..web import (
-        exposition,
-        routes,
-        server,
-    )  # start-up cost: waitress, Jinja2, prometheus_client off `serve --help`
+    from ..web import exposition, routes, server  # start-up cost: waitress, Jinja2, prometheus_client off --help
 
     token = _token(token_env, insecure, host, server.is_loopback(host))
     state.autocheckpoint = False  # the server checkpoints the views' WAL off its requests' path (web/checkpoints.py)

@@ -6,14 +6,14 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from ...domain import ids, phases
 from ...domain.deployment import Deployment
 from ...domain.errors import DomainError, NotFound
 from ...domain.freeze import ALL_ID
-from ...domain.measured import Measured, said
+from ...domain.measured import Measured
 from ...domain.meta import Meta
 from ...service import analysis, commands
 from ...service.application import RolloutsApp, WriteConflict, new_meta
@@ -22,6 +22,7 @@ from ...service.launch import Launch, launch_spec
 from ...service.moves import log_ids_by_position
 from ..runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
 from .plan import REPORTS, Action, Kind, is_gone
+from .reports import REPORTERS, record_exit, said_in
 
 
 class Executor:
@@ -172,7 +173,7 @@ class Executor:
         except NotFound:
             return False
 
-    def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decision:
+    def _decision(self, batch: tuple[Action, ...], meta: dict[str, Any]) -> commands.Decider:
         a = batch[0]
         if a.kind == Kind.CLAIM:
             return commands.claim_decision(self.app, a.config, a.revision, self.claimant, meta)
@@ -180,7 +181,7 @@ class Executor:
 
     def _change(self, batch: Sequence[Action], meta: dict[str, Any]) -> commands.Report:
         changes = [
-            _record_exit(_name(a), a, meta, self._said)
+            record_exit(_name(a), a, meta, self._said)
             if a.kind == Kind.RECORD_EXIT
             else REPORTERS[a.kind](_name(a), a, meta)
             for a in batch
@@ -371,15 +372,7 @@ class Executor:
             self.runtime.stop(a.name, reason=a.reason or "stopped")
 
     def _said(self, name: str) -> Measured | None:
-        """What a template's measurement process said of itself: the JSON document of its output's last line."""
-        try:
-            with self.runtime.log_path(name).open("rb") as log:
-                log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - 4096))  # the last line is short: a value and an error, each cut
-                lines = log.read().decode(errors="replace").strip().splitlines()
-        except OSError:
-            return None
-        return said(lines[-1]) if lines else None
+        return said_in(self.runtime.log_path(name))
 
     def _report(self, a: Action, change: commands.Report, meta: dict[str, Any]) -> None:
         self._ended(a, commands.report(self.app, a.config, a.revision, change, meta))
@@ -401,42 +394,6 @@ HANDLERS: dict[Kind, Handler] = {
     Kind.END_PAUSE: Executor._end_pause,
     Kind.STOP_MEASUREMENT: Executor._stop_measurement,
     Kind.TAKE_OVER: Executor._take_over,
-}
-
-
-def _record_created(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_created(name, f"local:{name}", meta)
-
-
-def _record_started(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_started(name, meta)
-
-
-def _record_exit(
-    name: str, a: Action, meta: Meta, said: Callable[[str], Measured | None] = lambda _: None
-) -> commands.Report:
-    """The exit of `name` (plan: an exited row's code); a template's measurement also said its value and why
-    it was inconclusive (`said`, read only for such a measurement)."""
-
-    def change(d: Deployment) -> bool:
-        template = d.step is not None and d.step.name == name and d.step.template is not None
-        return d.report_exited(name, cast(int, a.exit_code), a.reason, meta, said(name) if template else None)
-
-    return change
-
-
-def _record_lost(name: str, a: Action, meta: Meta) -> commands.Report:
-    return lambda d: d.report_lost(name, a.reason or "gone", meta)
-
-
-# A report is not run alone: each is a change that Executor._change applies, with the others of its batch,
-# to the deployment; the change is False when the deployment has moved past it (a stale report).
-Reporter = Callable[[str, Action, Meta], commands.Report]
-REPORTERS: dict[Kind, Reporter] = {
-    Kind.RECORD_CREATED: _record_created,
-    Kind.RECORD_STARTED: _record_started,
-    Kind.RECORD_EXIT: _record_exit,
-    Kind.RECORD_LOST: _record_lost,
 }
 
 

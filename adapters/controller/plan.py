@@ -106,7 +106,7 @@ def plan(
     return actions
 
 
-def _act(kind: Kind, d: Mapping[str, Any], **extra: Any) -> Action:  # Action's other fields, as named
+def _act(kind: Kind, d: Mapping[str, Any], **extra: Any) -> Action:  # why: Action's other fields
     return Action(kind, d["config"], d["revision"], d["attempt"], **extra)
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from uuid import UUID
 
 from ...domain import phases
 from ...domain.notification import Change, kind_of, reason_of
-from ...projections.records import decode, document, topic_parts
+from ...projections.records import Notification, decode, document, topic_parts
 from ..store.reader import RecorderSource
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class ChangeReader:
                         yield change
             after = rows[-1].id
 
-    def _change(self, n: Any) -> Change | None:
+    def _change(self, n: Notification) -> Change | None:
         r = decode(n)
         data = r.data
         before = self._before(r.stream, r.stream_version)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...domain.notification import Change
 from ...service import sinks
@@ -14,18 +14,21 @@ from .http import timeout_seconds
 from .lease import SinkLeases, lease_seconds
 from .worker import Worker
 
+if TYPE_CHECKING:
+    from ...service.application import RolloutsApp
+
 FIND_EVERY_S = 0.5
 
 
 class Notifier:
     def __init__(
         self,
-        open_app: Callable[[], Any],
+        open_app: Callable[[], RolloutsApp],
         meta: Callable[[], dict[str, Any]],
         log: Callable[[str], None],
         holder: str,
         delivered: Callable[[Change], None] | None = None,
-        caller_app: Any = None,
+        caller_app: RolloutsApp | None = None,
     ) -> None:
         self.open_app, self.meta, self.log, self.on_delivered = open_app, meta, log, delivered
         self.caller_app = caller_app  # the controller's own app: busy() may read with it, in its thread
@@ -34,7 +37,7 @@ class Notifier:
         self.ready = threading.Event()  # the sinks were looked for once
         self.workers: dict[str, Worker] = {}
         self.thread = threading.Thread(target=self._run, name="notifier", daemon=True)
-        self.app: Any = None
+        self.app: RolloutsApp | None = None
 
     def start(self) -> None:
         self.thread.start()
@@ -67,7 +70,7 @@ class Notifier:
                     self.app.recorder.relax_durability()  # its own bookkeeping only
                     timeout = timeout_seconds()
                     self.leases = SinkLeases(self.app.recorder, self.holder, lease_seconds(timeout))
-                self._find()
+                self._find(self.app)
                 self.ready.set()
             except Exception as error:  # noqa: BLE001 - the store may come back; notifying waits for it
                 self.log(f"notify: {type(error).__name__}: {error}; retrying")
@@ -80,11 +83,11 @@ class Notifier:
         if self.app is not None:
             self.app.close()
 
-    def _find(self) -> None:
+    def _find(self, app: RolloutsApp) -> None:
         """Start a worker for each sink that has none (a removed sink's worker ends by itself)."""
-        for sink in sinks.all_sinks(self.app):
+        for sink in sinks.all_sinks(app):
             worker = self.workers.get(sink.name)
             if worker is None or not worker.is_alive():
-                worker = Worker(self.app, sink.name, self.leases, self.meta, self.stopping, self.log, self.on_delivered)
+                worker = Worker(app, sink.name, self.leases, self.meta, self.stopping, self.log, self.on_delivered)
                 self.workers[sink.name] = worker
                 worker.start()

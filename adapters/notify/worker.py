@@ -20,6 +20,7 @@ from .http import Poster
 
 if TYPE_CHECKING:
     from ...domain.sink import Sink
+    from ...service.application import RolloutsApp
     from .lease import SinkLeases
 
 POLL_S = 0.02  # how often an idle worker looks at the log's head
@@ -38,7 +39,7 @@ class Worker(threading.Thread):
 
     def __init__(
         self,
-        app: Any,
+        app: RolloutsApp,
         name: str,
         leases: SinkLeases,
         meta: Callable[[], dict[str, Any]],

@@ -223,8 +223,9 @@ class ForkServer:
         except OSError as exc:
             self._broken = f"fork server did not start: {exc}"
             raise ForkServerFailed(self._broken) from None
+        assert proc.stdout is not None  # (stdout=PIPE above)
         started, _, _ = select.select([proc.stdout], [], [], _START_S)
-        ready = proc.stdout.readline() if started else b"no answer"  # type: ignore[union-attr]
+        ready = proc.stdout.readline() if started else b"no answer"
         if ready != READY:
             proc.kill()
             proc.communicate()

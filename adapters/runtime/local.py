@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import pathlib
@@ -302,7 +303,7 @@ class LocalRuntime(Stopping):
             found += self._select(f"{where or ' WHERE 1'} AND config IN ({marks(len(names))})", tuple(names))
         return found
 
-    def active(self) -> list[Observed]:
+    def active(self) -> builtins.list[Observed]:
         """Rows in state created or running (served by the index on state)."""
         return self._select(table.WHERE_ACTIVE)
 
@@ -327,7 +328,7 @@ class LocalRuntime(Stopping):
                 self._db.close()
                 self._db = self._open()
 
-    def observe(self) -> list[Observed]:
+    def observe(self) -> builtins.list[Observed]:
         """Mark lost what lost its shim; active rows plus those that ended during the call."""
         self._reopen_if_replaced()
         self._reap()
@@ -341,7 +342,7 @@ class LocalRuntime(Stopping):
         ended = [row["name"] for row in before if row["name"] not in still]
         return after + [o for chunk in chunks(ended) for o in self._named(chunk)]
 
-    def _named(self, names: Sequence[str]) -> list[Observed]:
+    def _named(self, names: Sequence[str]) -> builtins.list[Observed]:
         if not names:
             return []
         sent = padded(names)
@@ -357,13 +358,13 @@ class LocalRuntime(Stopping):
             return
         if procs.is_alive(row["shim_pid"], row["shim_start"]):
             return
-        row = self._row(name)  # read again: the dead shim may have written its last word
-        if row is None or row["state"] not in ACTIVE:
+        again = self._row(name)  # read again: the dead shim may have written its last word
+        if again is None or again["state"] not in ACTIVE:
             return
-        if self._kill_remains(row):
+        if self._kill_remains(again):
             self._execute(table.LOST, ("shim vanished", utc_now(), name))
 
-    def prune(self, names: list[str]) -> None:
+    def prune(self, names: builtins.list[str]) -> None:
         """History limit: logs deleted, rows kept as tombstones marked pruned (ended rows only)."""
         for name in names:
             if self._execute(table.PRUNE, (name,)).rowcount == 1:

@@ -53,8 +53,8 @@ class ChainVerdict:
     events: int = 0
     unchained: int = 0
     head: int = 0
-    head_hash: str = ZERO
-    hash_at: dict[int, str] = field(default_factory=dict)  # the positions asked for, as found
+    head_hash: str | None = ZERO  # None: the last row was a kept hash with no value (see verify)
+    hash_at: dict[int, str | None] = field(default_factory=dict)  # the positions asked for, as found
     breaks: list[Break] = field(default_factory=list)
 
     @property
@@ -75,7 +75,10 @@ def verify(
     the hash stored before it (`start`). The loop is link() inlined: it runs once per event of the log.
     """
     verdict = ChainVerdict()
-    running, count, position = start, 0, 0
+    # None after a kept hash that is itself gone (a chain row edited to NULL, its event removed): the walk
+    # goes on from that, and the verdict says so (the head's hash, a kept position's) rather than invent one.
+    running: str | None = start
+    count, position = 0, 0
     missing: list[int] = []  # the run of events without a hash walked last: [first, last, how many]
     sha = hashlib.sha256
     for position, stream, version, topic, state, stored in rows:

@@ -12,13 +12,14 @@ ordinary open.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from ...domain.errors import DomainError
+from .port import Imported
 
 BATCH = 5_000  # rows a server-side cursor fetches at a time
 CLAIM_TOPIC = "%.DeployerClaimed"
@@ -35,17 +36,6 @@ def check_guards(found: Sequence[tuple[UUID, int | None]], guards: Guards) -> No
     for (stream, version), (_, now) in zip(guards, found, strict=True):
         if (now or 0) != version:
             raise ReadGuardBroken(f"stream {stream} moved from version {version} to {now} meanwhile")
-
-
-HashedRow = tuple[int, Any, int, str, bytes, str | None]  # position, stream, version, topic, state, hash
-
-
-class Imported(NamedTuple):
-    """An event of an imported log: where it stood in its log, and whether it was chained there."""
-
-    position: int
-    event: StoredEvent
-    chained: bool
 
 
 def chained_part(batch: Sequence[Imported]) -> tuple[list[int], list[StoredEvent]]:
@@ -69,25 +59,12 @@ class HeadMoved(IntegrityError):
     """The log went on past the head a decision read (a seal decides on the whole log): decide again."""
 
 
-Tail = Callable[[Callable[[Sequence[UUID]], list[StoredEvent]]], list[StoredEvent]]
-
-
 class StoreNotEmpty(Exception):
     """An import's target already holds events (nothing was written)."""
 
     def __init__(self, head: int) -> None:
         super().__init__(f"the store is not empty (its log ends at position {head})")
         self.head = head
-
-
-class EventRow(NamedTuple):
-    """A stored event with its position, as projections decode it (records.Notification)."""
-
-    id: int
-    originator_id: Any  # why: hex text from SQLite, a UUID from PostgreSQL (records.Notification takes both)
-    originator_version: int
-    topic: str
-    state: bytes
 
 
 def merge(events: Iterable[Any], hashes: Iterable[tuple[int, str]]) -> Iterator[tuple[Any, ...]]:

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
-from .port import APP_NAME, Backend, Datastore, LogRecorder, Opened, StoreUnavailable, TablesBeside
+from .port import APP_NAME, Backend, Datastore, LogRecorder, Opened, SnapshotTable, StoreUnavailable, TablesBeside
 
 if TYPE_CHECKING:
     from eventsourcing.persistence import StoredEvent
-
-
-class SnapshotTable(Protocol):
-    """The library's recorder of snapshots, as events_after reads its table."""
-
-    @property
-    def datastore(self) -> object: ...
-
-    @property
-    def events_table_name(self) -> str: ...
 
 
 class ChainedLog:
@@ -61,6 +51,15 @@ def bind(recorder: object, backend: Backend) -> None:
     ask for, has no use for one)."""
     if isinstance(recorder, ChainedLog):
         recorder.backend = backend
+
+
+def load_recorder(topic: str) -> None:
+    """Load the recorder class of `topic` as the library will (by its topic: a backend imports no recorder
+    module of its own): loading it registers the names settings written before gave its classes, which such
+    settings, passed to open, then find."""
+    from eventsourcing.utils import resolve_topic  # start-up cost: only when a log opens
+
+    resolve_topic(topic)
 
 
 def open_app(backend: Backend, construct: Callable[[dict[str, str]], Opened]) -> Opened:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, TypeVar
 from uuid import UUID
 
 from ...domain.errors import StoreProblem
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
     from eventsourcing.persistence import Notification, StoredEvent
 
     from ...projections.source import DirectLog
-    from .log_recorder import EventRow, HashedRow, Imported, Tail
-    from .opening import SnapshotTable
-    from .sqlite.walk import Part
     from .url import StoreURL
 
 T = TypeVar("T")
@@ -61,6 +59,52 @@ class Snapshot(NamedTuple):
     now: str  # the database's clock, in seconds since the epoch
     has_table: Callable[[str], bool]  # whether a table beside the log exists
     table: Callable[[str], str]  # a table beside the log, as a statement names it
+
+
+HashedRow = tuple[int, Any, int, str, bytes, str | None]  # position, stream, version, topic, state, hash
+StreamEvents: TypeAlias = "Callable[[Sequence[UUID]], list[StoredEvent]]"  # some streams' events, in a transaction
+# Events an import appends after the log's, given a reader of streams inside its transaction (log import --fork).
+Tail: TypeAlias = "Callable[[StreamEvents], list[StoredEvent]]"
+
+
+class Imported(NamedTuple):
+    """An event of an imported log: where it stood in its log, and whether it was chained there."""
+
+    position: int
+    event: StoredEvent
+    chained: bool
+
+
+class EventRow(NamedTuple):
+    """A stored event with its position, as projections decode it (records.Notification)."""
+
+    id: int
+    originator_id: str | UUID  # hex text from SQLite, a UUID from PostgreSQL (records.Notification takes both)
+    originator_version: int
+    topic: str
+    state: bytes
+
+
+@dataclass(frozen=True)
+class Part:
+    """Positions lo..hi of a log in a file, walked from `start` (the hash stored before lo), by a process of
+    its own (only SQLite's log is a file: sqlite/walk.py)."""
+
+    db: str
+    table: str
+    lo: int
+    hi: int
+    start: str
+
+
+class SnapshotTable(Protocol):
+    """The library's recorder of snapshots, as events_after reads its table."""
+
+    @property
+    def datastore(self) -> object: ...
+
+    @property
+    def events_table_name(self) -> str: ...
 
 
 class Listener(Protocol):

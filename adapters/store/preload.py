@@ -18,13 +18,17 @@ from copy import deepcopy
 from datetime import datetime
 from enum import Enum
 from itertools import chain
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
 from eventsourcing.persistence import AggregateRecorder, EventStore, StoredEvent
 
-from .opening import ChainedLog, SnapshotTable
+from .opening import ChainedLog
+from .port import SnapshotTable
+
+if TYPE_CHECKING:
+    from eventsourcing.domain import MutableOrImmutableAggregate
 
 T = TypeVar("T")
 Wanted = Sequence[tuple[UUID, int | None]]  # a stream, and the version cached (None: not cached)
@@ -142,7 +146,7 @@ class PreloadingRepository(Repository[UUID]):
             window[i] = aggregate
         return window
 
-    def _cached(self, aggregate_id: UUID) -> Any:  # why: an aggregate of any class, or None
+    def _cached(self, aggregate_id: UUID) -> MutableOrImmutableAggregate[UUID] | None:
         if self.cache is None:
             return None
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,8 +27,8 @@ from ...domain.ids import dashed
 from ...domain.open_fold import OpenFold
 from ...projections.records import UndecodableEvent, topic_parts
 from . import chain
-from .log_recorder import HashedRow, Imported, StoreNotEmpty
-from .port import LogRecorder
+from .log_recorder import StoreNotEmpty
+from .port import HashedRow, Imported, LogRecorder, StreamEvents
 from .sqlite.walk import PARALLEL_FROM, sqlite_hashed
 
 BATCH = 1_000  # events a transaction, as the baseline writes them
@@ -160,7 +160,7 @@ def load(
     progress: Callable[[int], None] = lambda _: None,
     batch: int = BATCH,
     *,
-    ending: Callable[[Checked, Reader], list[StoredEvent]] | None = None,
+    ending: Callable[[Checked, StreamEvents], list[StoredEvent]] | None = None,
     fork: bool = False,
 ) -> Checked:
     """Check and insert every line in one pass and ONE transaction, then the events `ending` makes
@@ -205,7 +205,7 @@ def load(
                 " import it with --fork (its open deployments fail)"
             )
 
-    def tail(read: Reader) -> list[StoredEvent]:
+    def tail(read: StreamEvents) -> list[StoredEvent]:
         return ending(found, read) if ending is not None else []
 
     try:
@@ -213,9 +213,6 @@ def load(
     except StoreNotEmpty as error:
         raise ImportRefused(f"{error}: import into an empty one") from None
     return found
-
-
-Reader = Callable[[Sequence[UUID]], list[StoredEvent]]  # the events of some streams, in the import's transaction
 
 
 def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:

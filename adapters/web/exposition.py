@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterator
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -31,6 +31,14 @@ from ...projections.records import topic_parts
 from ...projections.registry import ALL
 from . import metrics
 
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from ...projections.store import ProjectionStore
+
+# Which log, where its head is, and where each view stands (a view's content follows from those).
+ScrapeKey = tuple[str, int, tuple[Tracked | None, ...]]
+
 MAX_EVENTS = 10_000  # new events since the last scrape past which every config is read again
 
 
@@ -40,9 +48,9 @@ class Exposition:
     Every value is a function of the log up to each view's position (no clock is read), so while
     the head and the positions stand still the text cannot change."""
 
-    def __init__(self, store: Callable[[], Any]) -> None:
+    def __init__(self, store: Callable[[], ProjectionStore]) -> None:
         self.store = store
-        self._last: tuple[tuple[Any, ...], bytes] | None = None
+        self._last: tuple[ScrapeKey, bytes] | None = None
         self._history = HistoryText()
 
     def forget(self) -> None:
@@ -70,8 +78,8 @@ class Exposition:
         return self._last[1]
 
 
-def _where(store: Any) -> tuple[Any, ...]:
-    """Which log, where its head is, and where each view stands (a view's content follows from those)."""
+def _where(store: ProjectionStore) -> ScrapeKey:
+    """Which log, where its head is, and where each view stands."""
     head = store.source.head()
     return store.log_id(), head, tuple(files.tracked(store.db(p.name), p.name) for p in ALL)
 
@@ -88,7 +96,7 @@ class HistoryText:
         self.rollbacks = PerConfig(metrics.rollbacks_family, metrics.rollback_samples)
         self.values: list[tuple[str, str, float]] = []
 
-    def read(self, store: Any) -> None:
+    def read(self, store: ProjectionStore) -> None:
         db = store.db("history")
         with files.snapshot(db):  # the rows and the position they stand at, of one commit
             at = files.tracked(db, "history")
@@ -117,7 +125,7 @@ class HistoryText:
             _formatted(metrics.value_family(self.values)),
         ]
 
-    def _touched(self, store: Any, db: Any, at: Tracked | None) -> set[str] | None:
+    def _touched(self, store: ProjectionStore, db: sqlite_utils.Database, at: Tracked | None) -> set[str] | None:
         """The configs whose rows changed since the view was last read (None: perhaps any)."""
         last = self.at
         if at is None or last is None or (at.version, at.log_id) != (last.version, last.log_id):
@@ -260,5 +268,5 @@ _SAFE = re.compile(r"[A-Za-z0-9_.:/+ -]*").fullmatch  # label values that no esc
 _PLACEHOLDER = re.compile(r"@(\d+)@")
 
 
-def _config(row: tuple[Any, ...]) -> Any:
+def _config(row: tuple[str, str, int]) -> str:
     return row[0]

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ...projections import files, history_queries
 from ...projections.registry import ALL, BY_NAME
+
+if TYPE_CHECKING:
+    from ...projections.store import ProjectionStore
 
 Samples = list[tuple[list[str], float]]  # a config's samples of one family: label values, value
 HISTORY = [BY_NAME["history"]]  # the one view a scrape catches up (the others report their lag)
@@ -23,7 +26,7 @@ HISTORY = [BY_NAME["history"]]  # the one view a scrape catches up (the others r
 class ViewsCollector(Collector):
     """Reads the projection store `store()` returns, at each scrape (the caller holds the read lock)."""
 
-    def __init__(self, store: Callable[[], Any]) -> None:
+    def __init__(self, store: Callable[[], ProjectionStore]) -> None:
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
@@ -51,14 +54,14 @@ class ViewsCollector(Collector):
         yield value_family(history_queries.last_values(db))
 
 
-def registry(store: Callable[[], Any]) -> CollectorRegistry:
+def registry(store: Callable[[], ProjectionStore]) -> CollectorRegistry:
     """A registry holding only the views' metrics (no process metrics of the library's default one)."""
     found = CollectorRegistry(auto_describe=False)
     found.register(ViewsCollector(store))
     return found
 
 
-def positions(store: Any) -> dict[str, int]:
+def positions(store: ProjectionStore) -> dict[str, int]:
     """Where each view stands (0: nowhere yet)."""
     found = {}
     for p in ALL:

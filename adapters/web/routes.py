@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -20,6 +20,11 @@ from ...projections import attempt_queries, history_queries
 from ...projections.audit_queries import EventFilter
 from ...service import documents, event_documents
 from . import pages, timeline
+
+if TYPE_CHECKING:
+    from ...projections.store import ProjectionStore
+    from ...service.session import Session
+    from .exposition import Exposition
 
 HTML, JSON = "text/html; charset=utf-8", "application/json"
 PAGE_EVENTS = 100  # events on a config's page unless ?limit= says otherwise
@@ -40,7 +45,7 @@ class BadRequest(Exception):
     """A query parameter the API cannot take (answered 400)."""
 
 
-def answer(state: Any, metrics: Any, target: str) -> Response:
+def answer(state: Session, metrics: Exposition, target: str) -> Response:
     """The response to GET `target` (path and query), read from `state`'s views."""
     url = urlsplit(target)
     api = url.path.startswith("/api/")
@@ -77,13 +82,13 @@ def _name(text: str) -> str:
 # -- pages -----------------------------------------------------------------------------------------
 
 
-def _index(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+def _index(state: Session, metrics: Exposition, params: dict[str, str]) -> Response:
     _only(params, ())
     store = state.read("history")
     return _html(pages.index(documents.config_list(store.db("history"), datetime.now(UTC)), store.source.head()))
 
 
-def _config(state: Any, metrics: Any, params: dict[str, str], name: str) -> Response:
+def _config(state: Session, metrics: Exposition, params: dict[str, str], name: str) -> Response:
     _only(params, ("type", "version", "actor", "since", "after", "until", "limit"))
     store = state.read("history", "audit")
     history_db, audit_db = store.db("history"), store.db("audit")
@@ -102,18 +107,18 @@ def _config(state: Any, metrics: Any, params: dict[str, str], name: str) -> Resp
 # -- the API: the same documents as `-o json` ------------------------------------------------------------
 
 
-def _api_configs(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+def _api_configs(state: Session, metrics: Exposition, params: dict[str, str]) -> Response:
     _only(params, ())
     return _json(documents.config_list(state.read("history").db("history"), datetime.now(UTC)))
 
 
-def _api_history(state: Any, metrics: Any, params: dict[str, str], name: str) -> Response:
+def _api_history(state: Session, metrics: Exposition, params: dict[str, str], name: str) -> Response:
     _only(params, ("revision",))
     revision = _int(params, "revision", 1)
     return _json(documents.history(state.read("history").db("history"), name, revision))
 
 
-def _api_events(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+def _api_events(state: Session, metrics: Exposition, params: dict[str, str]) -> Response:
     _only(params, EVENT_PARAMS)
     store = state.read("audit")
     only = _event_filter(store, params, default_limit=API_EVENTS)
@@ -125,7 +130,7 @@ def _api_events(state: Any, metrics: Any, params: dict[str, str]) -> Response:
     return replace(answer, headers=(("Link", f'</api/events?{following}>; rel="next"'),))
 
 
-def _metrics(state: Any, metrics: Any, params: dict[str, str]) -> Response:
+def _metrics(state: Session, metrics: Exposition, params: dict[str, str]) -> Response:
     _only(params, ())
     return Response(200, CONTENT_TYPE_LATEST, metrics.text())
 
@@ -159,7 +164,7 @@ def _only(params: dict[str, str], known: tuple[str, ...]) -> None:
         raise BadRequest(f"unknown parameter {unknown[0]!r} (known: {', '.join(known) or 'none'})")
 
 
-def _event_filter(store: Any, params: dict[str, str], default_limit: int | None = None) -> EventFilter:
+def _event_filter(store: ProjectionStore, params: dict[str, str], default_limit: int | None = None) -> EventFilter:
     """The filter `events` builds from its options, with the same checks."""
 
     config = params.get("config")
@@ -186,7 +191,7 @@ def _event_filter(store: Any, params: dict[str, str], default_limit: int | None 
     try:
         since = None if since is None else utc_text(since)
     except ValueError:
-        raise BadRequest(f"since: {since!r} is not an ISO time like 2026-01-31T12:00:00") from None
+        raise BadRequest(f"since: Invalid value: {since!r} is not an ISO time like 2026-01-31T12:00:00") from None
     return EventFilter(
         config=config,
         revision=revision,
@@ -215,7 +220,7 @@ def _html(text: str, status: int = 200) -> Response:
     return Response(status, HTML, text.encode())
 
 
-def _json(document: Any, status: int = 200) -> Response:
+def _json(document: object, status: int = 200) -> Response:
     return Response(status, JSON, (documents.json_text(document) + "\n").encode())
 
 

@@ -16,13 +16,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
 from . import app, checkpoints, exposition, routes
+
+if TYPE_CHECKING:
+    from ...service.session import Session
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,9 @@ class Reader:
     """Answers one request at a time from the views of `state` (caught up per request)."""
 
     def __init__(
-        self, state: Any, answer: Callable[..., routes.Response], on_error: Callable[[BaseException], str]
-    ) -> None:  # noqa: E501
-        self.state = state  # why Any: the CLI's State (adapters/cli), a layer above this one
+        self, state: Session, answer: Callable[..., routes.Response], on_error: Callable[[BaseException], str]
+    ) -> None:
+        self.state = state  # the command's session (the CLI's State is one)
         self.lock = threading.Lock()
         self.metrics = exposition.Exposition(lambda: state.projections)
         self.answer = answer

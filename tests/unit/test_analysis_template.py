@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from rollouts.domain.analysis import TemplateSpec, missing_args, outcome, resolved
+from rollouts.domain.analysis import TemplateSpec, outcome
 from rollouts.domain.measured import shortened
+from rollouts.domain.placeholders import missing_args, resolved
 
 
 def prometheus(**changes: Any) -> TemplateSpec:

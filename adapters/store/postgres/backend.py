@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import psycopg
 
 T = TypeVar("T")
+# The library's setting APPLICATION_RECORDER_TOPIC: our recorder class, by its topic
+RECORDER = "rollouts.adapters.store.postgres.recorder:ChainedPostgresRecorder"
 SCHEMA_LOCK = 7262011  # advisory lock: opens that create the schema and the log's tables
 TABLES_LOCK = 7262012  # advisory lock: our tables beside the log are created under it
 LIBPQ_KEY = "POSTGRES_LIBPQ"  # the environment key that carries the URL's libpq parameters to the pool
@@ -65,7 +67,7 @@ class PostgresBackend:
         return {
             **CACHE,
             "PERSISTENCE_MODULE": "rollouts.adapters.store.postgres.factory:LibpqFactory",
-            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.store.postgres.recorder:ChainedPostgresRecorder",
+            "APPLICATION_RECORDER_TOPIC": RECORDER,
             "POSTGRES_DBNAME": url.dbname,
             "POSTGRES_HOST": url.host,
             "POSTGRES_PORT": str(url.port),
@@ -94,8 +96,7 @@ class PostgresBackend:
         return opening.open_recorder(self)
 
     def open(self, construct: Callable[[dict[str, str]], T], reading: bool) -> T:
-        from . import recorder  # noqa: F401 - start-up cost: psycopg loads when a log opens (and so the names settings written before gave its classes)
-
+        opening.load_recorder(RECORDER)  # psycopg loads only when a log opens
         try:
             if reading:  # no DDL: a misspelt schema must not become a new, empty log that reads as "No configs."
                 if not self._log_exists():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -18,13 +18,9 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from ....projections.source import DirectLog, PostgresLog
 from ..failures import missing_table
-from ..log_recorder import BATCH, CLAIM_TOPIC, EventRow, HashedRow, first_value, merge
-from ..opening import SnapshotTable
-from ..port import Backend, Row
+from ..log_recorder import BATCH, CLAIM_TOPIC, first_value, merge
+from ..port import Backend, EventRow, HashedRow, Part, Row, SnapshotTable
 from .backend import PostgresBackend
-
-if TYPE_CHECKING:
-    from ..sqlite.walk import Part
 
 
 class PostgresReads:

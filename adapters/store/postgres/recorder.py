@@ -22,16 +22,14 @@ from .. import chain
 from ..log_recorder import (
     Guards,
     HeadMoved,
-    Imported,
     LogSealed,
     StoreNotEmpty,
-    Tail,
     chained_part,
     check_guards,
     first_value,
 )
 from ..opening import ChainedLog
-from ..port import CHAIN_TABLE, LOG_TABLE, StoreUnavailable
+from ..port import CHAIN_TABLE, LOG_TABLE, Imported, StoreUnavailable, Tail
 from . import factory
 from .reads import PostgresReads
 

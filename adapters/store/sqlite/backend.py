@@ -13,6 +13,8 @@ from ..port import CACHE, Datastore, LeaseSQL, LogRecorder, Opened, Query, Snaps
 from ..url import SQLiteInHome
 
 T = TypeVar("T")
+# The library's setting APPLICATION_RECORDER_TOPIC: our recorder class, by its topic
+RECORDER = "rollouts.adapters.store.sqlite.recorder:ChainedSQLiteRecorder"
 
 
 class SQLiteBackend:
@@ -37,7 +39,7 @@ class SQLiteBackend:
         return {
             **CACHE,
             "PERSISTENCE_MODULE": "rollouts.adapters.store.sqlite.factory:SQLiteStoreFactory",
-            "APPLICATION_RECORDER_TOPIC": "rollouts.adapters.store.sqlite.recorder:ChainedSQLiteRecorder",
+            "APPLICATION_RECORDER_TOPIC": RECORDER,
             "SQLITE_DBNAME": str(self.home.events_db),
             "SQLITE_LOCK_TIMEOUT": "10",
         }
@@ -49,8 +51,7 @@ class SQLiteBackend:
         return opening.open_recorder(self)
 
     def open(self, construct: Callable[[dict[str, str]], T], reading: bool) -> T:
-        from . import recorder  # noqa: F401 - start-up cost: eventsourcing's sqlite module loads when a log opens (and so the names settings written before gave its classes)
-
+        opening.load_recorder(RECORDER)  # eventsourcing's sqlite module loads only when a log opens
         try:
             with self.home.init_lock():
                 private_file(self.home.events_db)

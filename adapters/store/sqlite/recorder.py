@@ -21,22 +21,18 @@ from .. import chain
 from ..failures import missing_table
 from ..log_recorder import (
     CLAIM_TOPIC,
-    EventRow,
     Guards,
-    HashedRow,
     HeadMoved,
-    Imported,
     LogSealed,
     StoreNotEmpty,
-    Tail,
     chained_part,
     check_guards,
     first_value,
 )
-from ..opening import ChainedLog, SnapshotTable
-from ..port import CHAIN_TABLE, LOG_TABLE, Listener, Row
+from ..opening import ChainedLog
+from ..port import CHAIN_TABLE, LOG_TABLE, EventRow, HashedRow, Imported, Listener, Part, Row, SnapshotTable, Tail
 from . import factory
-from .walk import PARALLEL_FROM, Part, cut, sqlite_hashed, sqlite_walk
+from .walk import PARALLEL_FROM, cut, sqlite_hashed, sqlite_walk
 
 SNAPSHOTS = "stored_snapshots"  # the library's table of aggregate snapshots in a SQLite log
 WANTED_MOST = 256  # streams in one events_after statement (rows of VALUES: SQLite's compound limit is 500)

@@ -5,28 +5,16 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .. import chain
-from ..log_recorder import HashedRow, merge
-from ..port import CHAIN_TABLE
+from ..log_recorder import merge
+from ..port import CHAIN_TABLE, HashedRow, Part
 
 # Events from which `log verify` walks the log in parts, a forked process each: a fork costs a few ms, a walk
 # about 3 us an event (20,045 events on two cores: 64 ms in one walk, 46 in two parts; read + hashlib 37)
 PARALLEL_FROM = 10_000
 _MMAP_BYTES = 1 << 30  # a long read's connection maps up to this much of the file
-
-
-@dataclass(frozen=True)
-class Part:
-    """Positions lo..hi of a SQLite log, walked from `start` (the hash stored before lo)."""
-
-    db: str
-    table: str
-    lo: int
-    hi: int
-    start: str
 
 
 def verify_part(part: Part, keep: int | None) -> chain.ChainVerdict:

@@ -141,6 +141,15 @@ def test_bad_parameters_are_400_with_a_message(server: Server, target: str) -> N
     assert server.json(target, 400)["error"]
 
 
+def test_a_bad_time_says_what_the_cli_says(server: Server, home: Rollouts) -> None:
+    """The API's message is the CLI's, byte for byte (it was made by the CLI's option callback, and moving the
+    web stack off click must not change it)."""
+    cli = home.run("events", "--since", "yesterday")
+    assert cli.exit_code == 2 and "'yesterday' is not an ISO time like 2026-01-31T12:00:00" in cli.stderr
+    expected = "since: Invalid value: 'yesterday' is not an ISO time like 2026-01-31T12:00:00"
+    assert server.json("/api/events?since=yesterday", 400) == {"error": expected}
+
+
 def test_the_index_links_each_config_with_its_latest_phase(server: Server) -> None:
     page = server.get("/").body.decode()
     assert '<a class="config" href="/configs/web">web</a>' in page
