@@ -18,6 +18,7 @@ from .analysis_claim import loaded
 
 if TYPE_CHECKING:
     from ..domain.analysis import TemplateSpec
+    from ..domain.deployment import Deployment
     from ..domain.spec import Spec
     from .deciding import DecidingApp, Decision
 
@@ -57,6 +58,14 @@ def claimed_template(app: DecidingApp, name: str, revision: int) -> TemplateSpec
         pass
     why = f"analysis template {name} was deleted before this attempt's claim"
     return model()(provider="command", command=[sys.executable, "-c", f"print({why!r}); raise SystemExit(2)"])
+
+
+def measured_template(app: DecidingApp, deployment: Deployment) -> TemplateSpec | None:
+    """The template the deployment's current step measures, as its attempt's claim fixed it (None: no template)."""
+    step = deployment.step
+    if step is None or step.template is None:
+        return None
+    return claimed_template(app, step.template, deployment.template_versions.get(step.template, 0))
 
 
 def create(app: DecidingApp, name: str, spec: TemplateSpec, reason: str | None, meta: Meta) -> int:

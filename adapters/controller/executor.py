@@ -221,11 +221,7 @@ class Executor:
         deployment = commands.current_step(self.app, a.config, a.revision, _name(a), self.claimant)
         if deployment is None:
             return None
-        template = None
-        if deployment.step is not None and deployment.step.template is not None:
-            name = deployment.step.template
-            template = analysis.claimed_template(self.app, name, deployment.template_versions.get(name, 0))
-        launch = launch_spec(deployment, os.environ, self.cwd, template)
+        launch = launch_spec(deployment, os.environ, self.cwd, analysis.measured_template(self.app, deployment))
         return a, deployment.attempt, launch, self.claim_token(deployment)
 
     def _runtime_create(self, a: Action, attempt: int, launch: Launch, claim: str) -> None:
