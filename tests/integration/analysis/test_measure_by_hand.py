@@ -29,7 +29,7 @@ def record(rollouts: Rollouts, name: str, delete: bool = False, **spec: object) 
     app = bootstrap(rollouts.home, rollouts.store).open_app()
     try:
         data = TemplateSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
-        template = AnalysisTemplate(name=name, spec=data, reason=None, meta=new_meta("tester@test"))
+        template = AnalysisTemplate(template=name, spec=data, reason=None, meta=new_meta("tester@test"))
         if delete:
             template.delete(new_meta("tester@test"))
         app.save(template)
@@ -70,16 +70,6 @@ def test_measure_runs_one_measurement_and_appends_nothing(rollouts_on: Rollouts,
 
 
 def test_arguments_come_from_arg_then_the_config_then_the_defaults(rollouts: Rollouts, site: Site) -> None:
-    assert rollouts.run("config", "create", "web", "--", "true").exit_code == 0
-    app = bootstrap(rollouts.home).open_app()
-    try:
-        app.set_config(
-            "web",
-            lambda spec: spec.model_copy(update={"analysis_args": {"service": "cfg", "other": "x"}}),
-            new_meta("tester@test"),
-        )
-    finally:
-        app.close()
     record(
         rollouts,
         "ask",
@@ -87,6 +77,10 @@ def test_arguments_come_from_arg_then_the_config_then_the_defaults(rollouts: Rol
         url=f"{site.address}/echo?s={{{{args.service}}}}&z={{{{args.zone}}}}",
         args={"service": None, "zone": "eu"},
     )
+    created = rollouts.run(
+        "config", "create", "web", "--analysis", "ask", "--analysis-arg", "service=cfg", "--", "true"
+    )
+    assert created.exit_code == 0, created
     lacking = rollouts.run("measure", "ask")
     assert lacking.exit_code == 2 and "'service'" in lacking.stderr and not site.seen
     assert rollouts.run("measure", "ask", "--config", "web").exit_code == 0
