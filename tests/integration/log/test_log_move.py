@@ -107,7 +107,8 @@ def test_a_sealed_log_refuses_writes_and_claims_and_its_move_runs_the_deployer_o
     assert rollouts_on.sh("rollout", "latest", "app").exit_code == 0  # New: it moves with the log
     sealed = rollouts_on.sh("log", "export", "--seal", "--reason", "to the new store")
     assert sealed.exit_code == 0, sealed.stderr
-    lines = [json.loads(line) for line in sealed.stdout.splitlines()]
+    *lines, end = [json.loads(line) for line in sealed.stdout.splitlines()]
+    assert end["end"] is True and end["events"] == len(lines) and end["head"] == lines[-1]["position"]
     assert lines[-1]["type"] == "Sealed" and lines[-1]["data"]["reason"] == "to the new store"
     count = rollouts_on.event_count()
 
@@ -163,10 +164,11 @@ def forged_seal(last: dict) -> dict:
         "timestamp": at,
         "data": data,
         "meta": meta,
-        "hash": chain.link(last["hash"], stream, 1, topic, state.encode()),
+        "hash": chain.link(last["hash"], stream, 1, topic, state.encode(), last["position"] + 1),
         "log_id": last["log_id"],
         "topic": topic,
         "state": state,
+        "chain": last["chain"],
     }
 
 
@@ -196,11 +198,15 @@ def test_a_seal_is_refused_while_a_deployment_runs_and_a_fork_fails_it(
         controller.terminate()
         controller.wait(30)
     # The refused seal, forged on the backup: not a move either (a move of it left two live copies)
-    lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
-    (tmp_path / "sealed.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*lines, forged_seal(lines[-1])]))
+    *lines, end = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    seal = forged_seal(lines[-1])
+    end |= {"events": len(lines) + 1, "head": seal["position"]}
+    (tmp_path / "sealed.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*lines, seal, end]))
     moved = target.sh("log", "import", str(tmp_path / "sealed.jsonl"))
     assert moved.exit_code == 1 and moved.stderr.count("\n") == 1, moved
-    assert "ends with a seal while app revision 1 is Pending or Running" in moved.stderr and "--fork" in moved.stderr
+    assert (
+        "ends with a seal while app revision 1 is New, Pending or Running" in moved.stderr and "--fork" in moved.stderr
+    )
     assert made_nothing(target)
     forked = target.sh("log", "import", "--fork", str(tmp_path / "log.jsonl"))
     assert forked.exit_code == 0, forked.stderr
