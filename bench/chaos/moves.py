@@ -12,14 +12,16 @@ old homes is kept: their deployers (a step killed there stays alive until its en
 log ids (a notification's key names the log that sent it) and where in the sink's requests each
 move happened.
 
-Copies sealed behind the source's back (a SQLite log only: its file is what is copied): twice a move, once
-as it starts (controllers still running, so the copy holds open work) and once when nothing is open (just
-before the seal), the log's file is copied through SQLite's backup API (a byte copy of it as it stands)
-into a home of its own, sealed there and, when the seal is taken, imported into a third home with no
---fork, whose controller then runs until idle (the copy's sink removed first: its notifications are not
-the run's). The source knows nothing of it and goes on: two logs from one history. copy_ran_twice counts
-every deployer of that history that ran in both (a name a copy's runtime holds that the run's own homes
-hold too); copies, copies_sealed and copies_refused say how many copies were made, sealed or refused.
+Copies sealed behind the source's back (a SQLite log only: its file is what is copied): up to three a move,
+as it starts (controllers still running, so the copy holds open work), when only New deployments are open
+(frozen, not yet claimed: what a seal used to take) and when nothing is open (just before the seal), the
+log's file is copied through SQLite's backup API (a byte copy of it as it stands) into a home of its own,
+sealed there and, when the seal is taken, imported into a third home with no --fork, whose controller
+then runs until idle (the copy's sink removed and the move's freeze lifted first: its notifications are
+not the run's, and its owner runs what it holds). The source knows nothing of it and goes on: two logs
+from one history. copy_ran_twice counts every deployer of that history that ran in both (a name a copy's
+runtime holds that the run's own homes hold too); copies, copies_sealed and copies_refused say how many
+copies were made, sealed or refused.
 """
 
 from __future__ import annotations
@@ -56,8 +58,11 @@ class Moves:
         sealed, started = None, time.monotonic()
         while time.monotonic() - started < SEAL_WAIT:
             self.maintain_controllers(verdict)
-            if not self.copied_quiet(number) and not self.open_deployments():
-                self.copy_behind_back(f"{number}-quiet")
+            left = self.open_deployments()
+            # a copy when nothing is open, and one when only New deployments are (frozen, not yet claimed)
+            point = "quiet" if not left else "new" if set(left.values()) == {"New"} else None
+            if point is not None and f"{number}-{point}" not in self.copy_homes:
+                self.copy_behind_back(f"{number}-{point}")
             rc, out, err = self.cli(["--as", "chaos-move", "log", "export", "--seal", "--reason", f"move {number}"])
             if rc == 0:
                 sealed = out
@@ -92,9 +97,9 @@ class Moves:
         self.counts["moves"] += 1
         self.log(f"move {number}: sealed {len(sealed.splitlines())} events, imported from {old_env['ROLLOUTS_HOME']}")
 
-    def open_deployments(self) -> list[str]:
-        """The configs whose latest deployment is New, Pending or Running."""
-        found = []
+    def open_deployments(self) -> dict[str, str]:
+        """The configs whose latest deployment is New, Pending or Running, and its phase."""
+        found = {}
         for conf in self.configs:
             _, out, _ = self.cli(["rollout", "status", conf.name, "-o", "json"])
             try:
@@ -102,7 +107,7 @@ class Moves:
             except (ValueError, AttributeError):  # no deployment yet (exit 4), or no answer
                 phase = None
             if phase in ("New", "Pending", "Running"):
-                found.append(conf.name)
+                found[conf.name] = phase
         return found
 
     def cancel_open(self, refusal: str) -> None:
@@ -111,9 +116,6 @@ class Moves:
         named = set(re.findall(r"([a-z0-9-]+) version \d+", refusal))
         for name in sorted(named if " more)" not in refusal else {c.name for c in self.configs}):
             self.run_op(self.new_op("cancel", name, ["rollout", "cancel", name]))
-
-    def copied_quiet(self, number: int) -> bool:
-        return f"{number}-quiet" in self.copy_homes
 
     def copy_behind_back(self, label: str) -> None:
         """A byte copy of the log, sealed in a home of its own and imported into a third (see the module's
@@ -140,6 +142,7 @@ class Moves:
             return
         self.counts["copies_sealed"] += 1
         self.at_home(third, ["notify", "remove", SINK])
+        self.at_home(third, ["unfreeze", "--all"])  # the copy's owner lifts the move's freeze: a log of their own
         self.at_home(third, ["controller", "run", "--until-idle", "--timeout", "60", "-q"])
         rc, out, _ = self.at_home(third, ["deployers", "list", "--all", "-o", "json"])
         self.copy_deployers[label] = [row["name"] for row in json.loads(out)] if rc == 0 else []
