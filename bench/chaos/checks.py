@@ -60,6 +60,7 @@ class Checks:
                 verdict.add("orphans", row)
         live = self.views()
         self.check_ground_truth(verdict, [*self.old_deployers, *deployers], live["events"], live["history"])
+        self.check_copies(verdict, [*self.old_deployers, *deployers])
         self.check_writes(verdict, live)
         self.check_freezes(verdict, live["events"])
         rc, out, err = self.cli(["audit", "-o", "json"], timeout=900)
@@ -249,6 +250,7 @@ VIOLATION_COUNTS = (
     "duplicates",
     "sealed_not_refused",
     "move_failures",
+    "copy_ran_twice",
     "completed_without_run",
     "restore_not_refused",
     "overlaps",
