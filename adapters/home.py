@@ -77,10 +77,19 @@ class Home:
         return self
 
     def usable(self) -> bool:
-        """Whether the home is a directory or may become one (not a file, a device, or under one), as far
-        as can be told without creating anything: else opening it says why (HomeNotADirectory)."""
+        """Whether the home is a directory or may become one (not a file, a device, or under one) and is this
+        account's, as far as can be told without creating anything: else opening it says why (HomeNotADirectory,
+        HomeNotOurs)."""
         there = next((p for p in (self.path, *self.path.parents) if p.exists()), None)
-        return there is None or there.is_dir()
+        if there is not None and not there.is_dir():
+            return False
+        try:  # another account's home (or a folder of it) is refused first, whatever the command (ensure)
+            ours(self.path, follow=True)
+            for folder in (self.projections, self.runtime, self.runtime / "logs"):
+                ours(folder, follow=False)
+        except HomeNotOurs:
+            return False
+        return True
 
     def writable(self) -> bool:
         """Whether this account may write the home and what it holds: not on a read-only mount or an

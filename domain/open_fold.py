@@ -10,8 +10,8 @@ DEPLOYMENT = "deployment"  # the kind of a Deployment's events (projections.reco
 
 
 class OpenFold:
-    """Feed events in log order; `open()` lists the deployments still open, `active()` those Pending or
-    Running (a seal is refused while any is)."""
+    """Feed events in log order; `open()` lists the deployments still open (New, Pending or Running: a seal
+    is refused while any is), `left_open()` names them."""
 
     def __init__(self) -> None:
         self.phase: dict[str, str] = {}  # deployment stream -> phase
@@ -29,6 +29,7 @@ class OpenFold:
     def open(self) -> list[str]:
         return [s for s, phase in self.phase.items() if phase in phases.OPEN]
 
-    def active(self) -> list[tuple[str, int]]:
-        """(config, revision) of each deployment Pending or Running, in the order they were created."""
-        return [self.named[s] for s, phase in self.phase.items() if phase in phases.ACTIVE and s in self.named]
+    def left_open(self) -> list[tuple[str, int]]:
+        """(config, revision) of each deployment New, Pending or Running, in the order they were created: a
+        New one is claimed by the next controller of the log, wherever a copy of it runs."""
+        return [self.named[s] for s, phase in self.phase.items() if phase in phases.OPEN and s in self.named]

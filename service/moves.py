@@ -1,6 +1,7 @@
 """Moving a log (DESIGN 7.3, "a move is not a copy"): the source's seal, and the new log's first events.
 
-A seal is decided on the whole log (no deployment Pending or Running) and saved only if the log still
+A seal is decided on the whole log (no deployment New, Pending or Running: a move carries no open work,
+DESIGN 7.11) and saved only if the log still
 ends where that decision read it; from then on the recorders refuse every append to the sealed log
 (log_recorder.LogSealed), in the very transaction that would append. An import makes a new log: the
 store keeps its own id, and the import's transaction ends with the log's origin (the source's id
@@ -44,7 +45,7 @@ class Seal:
 
 
 def seal(app: RolloutsApp, reason: str | None, meta: Meta) -> Seal:
-    """Append the log's seal, refused (DomainError) while a deployment is Pending or Running, or when
+    """Append the log's seal, refused (DomainError) while a deployment is New, Pending or Running, or when
     the log is sealed already, or has no id."""
     recorder = app.recorder
     log_id = recorder.log_id()
@@ -55,13 +56,13 @@ def seal(app: RolloutsApp, reason: str | None, meta: Meta) -> Seal:
         if (sealed := recorder.sealed()) is not None:
             raise LogSealed(log_id, sealed)
         head = recorder.max_notification_id() or 0
-        active = _active(recorder, head)
-        if active:
-            shown = ", ".join(f"{config} version {revision}" for config, revision in active[:5])
-            more = f" and {len(active) - 5} more" if len(active) > 5 else ""
+        left = _left_open(recorder, head)
+        if left:
+            shown = ", ".join(f"{config} version {revision}" for config, revision in left[:5])
+            more = f" and {len(left) - 5} more" if len(left) > 5 else ""
             raise DomainError(
-                f"cannot seal the log while a deployment is Pending or Running ({shown}{more}):"
-                " wait until it ends (rollout status --watch), or cancel it"
+                f"cannot seal the log while a deployment is New, Pending or Running ({shown}{more}): a move"
+                " carries no open work; wait until it ends (rollout status --watch), or cancel it"
             )
         head_hash = recorder.hash_at(head) if head else None
         app.guard_head(head)
@@ -74,14 +75,14 @@ def seal(app: RolloutsApp, reason: str | None, meta: Meta) -> Seal:
     return Seal(position or found.position, found.head, found.head_hash)
 
 
-def _active(recorder: LogRecorder, head: int) -> list[tuple[str, int]]:
-    """(config, revision) of the deployments Pending or Running at `head`: the log folded from zero."""
+def _left_open(recorder: LogRecorder, head: int) -> list[tuple[str, int]]:
+    """(config, revision) of the deployments New, Pending or Running at `head`: the log folded from zero."""
     fold = OpenFold()
     for position, stream, version, topic, state, _ in recorder.hashed_events(1, head):
         if topic.startswith("domain.deployment:"):
             found = record(position, str(stream), version, topic, state)
             fold.feed(found.stream, found.kind, found.type, found.data)
-    return fold.active()
+    return fold.left_open()
 
 
 def check_unsealed(recorder: LogRecorder) -> None:

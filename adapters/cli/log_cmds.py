@@ -220,7 +220,7 @@ def checkpoint(state: State, key: IO[bytes], name: str, output: str) -> None:
 @click.option(
     "--seal",
     is_flag=True,
-    help="Move the log: first append its seal (refused while a deployment is Pending or Running); from then on"
+    help="Move the log: first append its seal (refused while a deployment is New, Pending or Running); from then on"
     " it refuses every write and claim. The export ends with the seal.",
 )
 @click.option("--reason", type=TEXT, help="Why the log is sealed (recorded in the seal).")
@@ -237,7 +237,9 @@ def export(state: State, after: int, until: int | None, seal: bool, reason: str 
     the same deployments again, so it imports only with --fork. To move a
     log, export it with --seal: the log appends its seal and refuses every
     write and claim from then on (a controller on it stops); the export
-    holds every event up to and including the seal.
+    holds every event up to and including the seal. The last line is the
+    export's end marker (`end`, `log_id`, `events`, `head`, `chain`): a
+    file cut short imports only with --fork.
 
     \b
     Example:
@@ -291,9 +293,10 @@ def import_(state: State, source: IO[str], fork: bool) -> None:
     chained on the imported ones. A controller on it goes on from there.
 
     An export made with `log export --seal` imports as it is (a move). One
-    without its seal is refused unless --fork: the source may still run its
-    deployments, so --fork fails every deployment open in the copy, with a
-    reason naming the fork. This is how a SQLite log moves to PostgreSQL.
+    without its seal, or cut short (no end marker), is refused unless
+    --fork: the source may still run its deployments, so --fork fails every
+    deployment open in the copy, with a reason naming the fork. This is how
+    a SQLite log moves to PostgreSQL.
 
     \b
     Example:
@@ -315,6 +318,8 @@ def import_(state: State, source: IO[str], fork: bool) -> None:
         if not home_existed:
             shutil.rmtree(state.home.path, ignore_errors=True)
         raise
+    if not found.ended:
+        click.echo(f"warning: the file was cut after position {found.head} (it has no end marker)", err=True)
     before_chain = f" ({found.unchained} written before the chain)" if found.unchained else ""
     kind = "forked" if fork else "moved"
     click.echo(

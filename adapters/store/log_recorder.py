@@ -5,20 +5,21 @@ Each recorder (sqlite/recorder.py, postgres/recorder.py) is the library's, exten
 events' hashes, and a log knows its id. The hashes go to a table of their own (`rollouts_chain`: position,
 hash), written in the very transaction that inserts the events. The previous hash is read there too, after
 the insert: on SQLite the insert holds the database's write lock, on PostgreSQL the library's LOCK TABLE ...
-IN EXCLUSIVE MODE, so no other writer can slip an event in between. The log's id (`rollouts_log`) is written
-once, when the tables are created (opens are serialised by the home's lock or an advisory lock), never on an
-ordinary open.
+IN EXCLUSIVE MODE, so no other writer can slip an event in between. The log's id and chain format
+(`rollouts_log`) are written once, when the tables are created (opens are serialised by the home's lock or an
+advisory lock), never on an ordinary open; an import gives its empty store the format of the log it imports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from ...domain.errors import DomainError
+from . import chain
 from .port import Imported
 
 BATCH = 5_000  # rows a server-side cursor fetches at a time
@@ -36,6 +37,25 @@ def check_guards(found: Sequence[tuple[UUID, int | None]], guards: Guards) -> No
     for (stream, version), (_, now) in zip(guards, found, strict=True):
         if (now or 0) != version:
             raise ReadGuardBroken(f"stream {stream} moved from version {version} to {now} meanwhile")
+
+
+def chained(
+    last: tuple[int, str] | None,
+    ids: Sequence[int],
+    stored_events: Sequence[StoredEvent],
+    fmt: int,
+    gap: Callable[[int, int], Iterable[chain.Linkable]],
+) -> list[tuple[int, str]]:
+    """The chain rows (position, hash) of `stored_events` at `ids`, after `last` (the chain's last row; None:
+    none). The events between the two (`gap(after, first)`: written before the chain, or without it) are
+    covered from here on; a PostgreSQL sequence may skip ids, and then the gap is empty."""
+    after, previous = (last[0], last[1]) if last else (0, chain.ZERO)
+    if after < ids[0] - 1:
+        previous = chain.fold(previous, gap(after, ids[0]), fmt)
+    records = [
+        (p, s.originator_id, s.originator_version, s.topic, s.state) for p, s in zip(ids, stored_events, strict=True)
+    ]
+    return list(zip(ids, chain.hashes_after(previous, records, fmt), strict=True))
 
 
 def chained_part(batch: Sequence[Imported]) -> tuple[list[int], list[StoredEvent]]:

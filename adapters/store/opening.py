@@ -4,14 +4,49 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
-from .port import APP_NAME, Backend, Datastore, LogRecorder, Opened, SnapshotTable, StoreUnavailable, TablesBeside
+from . import chain
+from .failures import missing_table
+from .port import (
+    APP_NAME,
+    LOG_TABLE,
+    Backend,
+    Datastore,
+    LogRecorder,
+    Opened,
+    SnapshotTable,
+    StoreUnavailable,
+    TablesBeside,
+)
 
 if TYPE_CHECKING:
     from eventsourcing.persistence import StoredEvent
+
+
+FORMAT_COLUMN = "chain"  # the log table's column of the log's chain format (chain.py)
+# A log table made before formats has no such column: its log is LEGACY. A new log's events table is empty
+# when its id is written: it takes the current format; a log made before ids (events, no id yet) is LEGACY.
+LOG_COLUMNS = f"log_id, created_at, {FORMAT_COLUMN}"
+
+
+def identity(row: object) -> tuple[str | None, int]:
+    """The log id and chain format in a row of the log table, a sqlite3.Row or a psycopg dict row (None:
+    the log has no id, and is LEGACY)."""
+    if row is None:
+        return None, chain.LEGACY
+    found = dict(zip(row.keys(), row, strict=True)) if isinstance(row, sqlite3.Row) else row
+    if not isinstance(found, dict):
+        raise TypeError(f"a row of the log table as {type(row).__name__}")
+    return found["log_id"], int(found.get(FORMAT_COLUMN) or chain.LEGACY)
+
+
+def new_format(events_table_empty: bool) -> int:
+    """The chain format a log gets with its id: the current one, unless it already holds events."""
+    return chain.POSITIONED if events_table_empty else chain.LEGACY
 
 
 class ChainedLog:
@@ -37,6 +72,17 @@ class ChainedLog:
     def close(self) -> None:
         """Close the log's connections (a recorder opened without an application)."""
         self.datastore.close()
+
+    def chain_format(self) -> int:
+        """The log's chain format (chain.py), as its log table records it."""
+        try:
+            with self.datastore.transaction(commit=False) as c:
+                c.execute(f"SELECT * FROM {self.backend.table(LOG_TABLE)} LIMIT 1")
+                return identity(c.fetchone())[1]
+        except Exception as error:  # noqa: BLE001 - a log made before its log table has none
+            if missing_table(error):
+                return chain.LEGACY
+            raise
 
     def events_after(
         self, wanted: Sequence[tuple[UUID, int | None]], snapshots: SnapshotTable | None

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Opened = TypeVar("Opened", bound="HasRecorder")  # what a backend's open_app makes
 CHAIN_TABLE = "rollouts_chain"  # beside the log: each position's hash (adapters/store/log_recorder)
-LOG_TABLE = "rollouts_log"  # beside the log: its id
+LOG_TABLE = "rollouts_log"  # beside the log: its id and its chain format
 APP_NAME = "rollouts"  # RolloutsApp.name: the library reads its settings and names the log's tables after it
 
 # A long-lived process (the controller) keeps aggregates and only reads their new events;
@@ -87,14 +87,15 @@ class EventRow(NamedTuple):
 
 @dataclass(frozen=True)
 class Part:
-    """Positions lo..hi of a log in a file, walked from `start` (the hash stored before lo), by a process of
-    its own (only SQLite's log is a file: sqlite/walk.py)."""
+    """Positions lo..hi of a log in a file, walked from `start` (the hash stored before lo) by the rule of the
+    log's chain format `fmt`, by a process of its own (only SQLite's log is a file: sqlite/walk.py)."""
 
     db: str
     table: str
     lo: int
     hi: int
     start: str
+    fmt: int
 
 
 class SnapshotTable(Protocol):
@@ -283,6 +284,8 @@ class LogRecorder(Protocol):
 
     def take_log_id(self, log_id: str) -> None: ...
 
+    def chain_format(self) -> int: ...
+
     def sealed(self) -> int | None: ...
 
     def hash_at(self, position: int) -> str | None: ...
@@ -299,7 +302,7 @@ class LogRecorder(Protocol):
         """Where the log's file is, for a process of its own reading a part of it (None: no file)."""
         ...
 
-    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail) -> int: ...
+    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail, fmt: int) -> int: ...
 
     # Reads for commands, the controller and projections
 

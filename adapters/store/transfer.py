@@ -1,14 +1,19 @@
 """Moving a log between stores: export as JSON Lines with hashes, import into an empty store.
 
 A line holds the event as people read it (`position`, `stream`, `stream_version`, `type`,
-`timestamp`, `data`, `meta`, `hash`, `log_id`) and as the log stores it (`topic`, `state`, the
-stored document). Import writes the stored document byte for byte, so every hash, and so the
-head hash, is the same in the new store; it refuses the whole file, before writing anything,
-when a line's hash does not chain or its readable fields do not say what its stored document says.
+`timestamp`, `data`, `meta`, `hash`, `log_id`), as the log stores it (`topic`, `state`, the
+stored document) and the log's chain format (`chain`: the rule its hashes follow, chain.py; a
+line without it is of format 1). The last line is the end marker (`end`, `log_id`, `events`,
+`head`, `chain`): a file cut at a line boundary is told from a whole one. Import writes the
+stored document byte for byte at its position, and the new log takes the chain format, so every
+hash, and so the head hash, is the same in the new store; it refuses the whole file, before
+writing anything, when a line's hash does not chain or its readable fields do not say what its
+stored document says.
 """
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -51,28 +56,40 @@ def export_lines(
     in position order. (A hash whose event is gone has nothing to move: `log verify` reports it.)
 
     A long SQLite log (`smallest` events or more) is read in parts of SPAN positions by one process
-    per CPU (`workers`), each part's lines handed back in order."""
-    log_id = recorder.log_id()
+    per CPU (`workers`), each part's lines handed back in order. The end marker follows the last line."""
+    log_id, fmt = recorder.log_id(), recorder.chain_format()
     head = min(recorder.max_notification_id() or 0, until if until is not None else 2**63 - 1)
     count = workers or os.cpu_count() or 1
     where = recorder.file_and_table()  # None: no file to read apart (a server streams it)
     if where is None or count < 2 or head - after < smallest:
-        yield from _lines(recorder.hashed_events(after + 1, until), log_id)
+        yield from _ended(_lines(recorder.hashed_events(after + 1, until), log_id, fmt), log_id, fmt)
         return
     db, table = where
-    spans = [(db, table, lo, min(lo + SPAN - 1, head), log_id) for lo in range(after + 1, head + 1, SPAN)]
+    spans = [(db, table, lo, min(lo + SPAN - 1, head), log_id, fmt) for lo in range(after + 1, head + 1, SPAN)]
     with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
-        for text in pool.map(_span_text, spans):
-            yield from text.splitlines(keepends=True)
+        texts = pool.map(_span_text, spans)
+        yield from _ended((line for text in texts for line in text.splitlines(keepends=True)), log_id, fmt)
 
 
-def _span_text(span: tuple[str, str, int, int, str | None]) -> bytes:
+def _span_text(span: tuple[str, str, int, int, str | None, int]) -> bytes:
     """In a worker process: the lines of positions lo..hi of a SQLite log, as one text."""
-    db, table, lo, hi, log_id = span
-    return b"".join(_lines(sqlite_hashed(db, table, lo, hi), log_id))
+    db, table, lo, hi, log_id, fmt = span
+    return b"".join(_lines(sqlite_hashed(db, table, lo, hi), log_id, fmt))
 
 
-def _lines(rows: Iterable[HashedRow], log_id: str | None) -> Iterator[bytes]:
+def _ended(lines: Iterable[bytes], log_id: str | None, fmt: int) -> Iterator[bytes]:
+    """`lines`, then the export's end marker: how many events up to which position, so that a file cut at a
+    line boundary (a copy that did not finish) is not taken for a whole export (load)."""
+    count, last = 0, b""
+    for line in lines:
+        count, last = count + 1, line
+        yield line
+    head = orjson.loads(last)["position"] if last else None
+    marker = {"end": True, "log_id": log_id, "events": count, "head": head, "chain": fmt}
+    yield orjson.dumps(marker, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _lines(rows: Iterable[HashedRow], log_id: str | None, fmt: int) -> Iterator[bytes]:
     """Each event row as its exported line."""
     streams: dict[Any, str] = {}  # stream id -> its text: a stream has many events
     types: dict[str, str] = {}  # topic -> type
@@ -106,6 +123,7 @@ def _lines(rows: Iterable[HashedRow], log_id: str | None) -> Iterator[bytes]:
                 "log_id": log_id,
                 "topic": topic,
                 "state": text,
+                "chain": fmt,
             },
             option=newline,
         )
@@ -137,6 +155,8 @@ class Checked:
     head: int = 0
     head_hash: str = chain.ZERO
     log_id: str | None = None
+    chain_format: int = chain.LEGACY  # the rule the lines' hashes follow (chain.py), as their first says
+    ended: bool = False  # whether the lines end with the export's end marker (else the file was cut)
     versions: dict[str, int] = field(default_factory=dict)  # each stream's last version so far
     last: tuple[str, str, dict[str, Any]] = ("", "", {})  # the last event's kind, type and data
     deployments: OpenFold = field(default_factory=OpenFold)  # the phase each deployment is left in
@@ -165,15 +185,17 @@ def load(
 ) -> Checked:
     """Check and insert every line in one pass and ONE transaction, then the events `ending` makes
     (the origin; with `fork`, the open deployments failed): the first line that does not hold (or an
-    empty file, or a store that is not empty, or an export without its seal unless `fork`) raises
+    empty file, or a store that is not empty, or an export cut or without its seal unless `fork`) raises
     ImportRefused and nothing is written. The recorder chains the events as it inserts them; the
     store keeps its own log id (a move is not a copy: the new log is another log)."""
     found = Checked()
     found.fold = found.deployments if fork else None
+    events = checked(lines, found)
+    first = list(itertools.islice(events, 1))  # (its chain format is the new log's, from the first insert on)
 
     def batches() -> Iterator[list[Imported]]:
         pending: list[Imported] = []
-        for event in checked(lines, found):
+        for event in itertools.chain(first, events):
             stored = StoredEvent(UUID(event["stream"]), event["stream_version"], event["topic"], event["state"])
             pending.append(Imported(event["position"], stored, event["hash"] is not None))
             if len(pending) == batch:
@@ -183,36 +205,48 @@ def load(
         if pending:
             yield pending
             progress(len(pending))
-        if not found.events:
-            raise ImportRefused("the file holds no event: nothing to import")
-        if not fork and not found.sealed:
-            raise ImportRefused(
-                f"the export of log {found.log_id} ends at position {found.head} without its seal: two live"
-                " copies of a log would each run its deployments. To move a log, export it with"
-                " `rollouts log export --seal` (its source then refuses writes); to start a new log from"
-                " this copy while the source goes on, import it with --fork (its open deployments fail)"
-            )
-        running = found.deployments.active()
-        if not fork and running:
-            # `log export --seal` refuses to seal such a log: this seal was made otherwise (a seal line is
-            # no secret: anyone can append one, chained, to a backup), and a move of it would leave two
-            # live copies, each holding the same claims
-            config, revision = running[0]
-            raise ImportRefused(
-                f"the export of log {found.log_id} ends with a seal while {config} revision {revision}"
-                f" {'and others are' if len(running) > 1 else 'is'} Pending or Running, which"
-                " `rollouts log export --seal` refuses: it is not a move. To start a new log from this copy,"
-                " import it with --fork (its open deployments fail)"
-            )
+        _refuse_unless_whole(found, fork)
 
     def tail(read: StreamEvents) -> list[StoredEvent]:
         return ending(found, read) if ending is not None else []
 
     try:
-        recorder.import_events(batches(), tail)
+        recorder.import_events(batches(), tail, found.chain_format)
     except StoreNotEmpty as error:
         raise ImportRefused(f"{error}: import into an empty one") from None
     return found
+
+
+def _refuse_unless_whole(found: Checked, fork: bool) -> None:
+    """ImportRefused unless the lines read (`found`) are a move: a whole export (its end marker), sealed, with
+    no deployment left open; with `fork`, any export that holds events."""
+    if not found.events:
+        raise ImportRefused("the file holds no event: nothing to import")
+    if not fork and not found.ended:
+        raise ImportRefused(
+            f"the export of log {found.log_id} ends at position {found.head} without its end marker: the file"
+            " was cut (a copy that did not finish, or lines removed from its end), or written before exports"
+            " had one. To start a new log from what it holds, import it with --fork (its open deployments fail)"
+        )
+    if not fork and not found.sealed:
+        raise ImportRefused(
+            f"the export of log {found.log_id} ends at position {found.head} without its seal: two live"
+            " copies of a log would each run its deployments. To move a log, export it with"
+            " `rollouts log export --seal` (its source then refuses writes); to start a new log from"
+            " this copy while the source goes on, import it with --fork (its open deployments fail)"
+        )
+    running = found.deployments.left_open()
+    if not fork and running:
+        # `log export --seal` refuses to seal such a log: this seal was made otherwise (a seal line is
+        # no secret: anyone can append one, chained, to a backup), and a move of it would leave two
+        # live copies, each holding the same claims
+        config, revision = running[0]
+        raise ImportRefused(
+            f"the export of log {found.log_id} ends with a seal while {config} revision {revision}"
+            f" {'and others are' if len(running) > 1 else 'is'} New, Pending or Running, which"
+            " `rollouts log export --seal` refuses: it is not a move. To start a new log from this copy,"
+            " import it with --fork (its open deployments fail)"
+        )
 
 
 def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
@@ -220,6 +254,9 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
     refuses at the first that does not hold. `state` comes out as the stored bytes."""
     chained = False
     for number, event in enumerate(parse(lines), start=1):
+        if "end" in event:
+            _check_end(event, found, number)
+            continue
         where = f"line {number} (position {event['position']})"
         if not found.head < event["position"] <= LARGEST:
             raise ImportRefused(f"{where}: positions must increase (up to 2**62)")
@@ -241,7 +278,12 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
             if event.get(name) != value:
                 raise ImportRefused(f"{where}: {name} differs from what the stored record says")
         event["state"] = text.encode()
-        computed = chain.link(found.head_hash, event["stream"], event["stream_version"], topic, event["state"])
+        fmt = event.get("chain", chain.LEGACY)
+        if type(fmt) is not int or fmt not in chain.FORMATS or (found.events and fmt != found.chain_format):
+            raise ImportRefused(f"{where}: chain format {fmt!r}: not the lines' before it, or one this program lacks")
+        found.chain_format = fmt
+        position = chain.at_position(event["position"], fmt)
+        computed = chain.link(found.head_hash, stream, version, topic, event["state"], position)
         if event["hash"] is None and chained:
             raise ImportRefused(f"{where}: an event without a hash after the chain began")
         if event["hash"] is not None and event["hash"] != computed:
@@ -262,6 +304,17 @@ def checked(lines: Iterable[str], found: Checked) -> Iterator[dict[str, Any]]:
         yield event
 
 
+def _check_end(marker: dict[str, Any], found: Checked, number: int) -> None:
+    """The end marker at line `number` against the lines before it: ImportRefused unless it names them."""
+    said = (marker.get("log_id"), marker.get("events"), marker.get("head"), marker.get("chain", chain.LEGACY))
+    if said != (found.log_id, found.events, found.head or None, found.chain_format):
+        raise ImportRefused(
+            f"line {number}: the end marker says {said[1]!r} events of log {said[0]} up to position {said[2]!r},"
+            f" the lines before it hold {found.events} up to {found.head}: lines were removed, added or changed"
+        )
+    found.ended = True
+
+
 def _aware(stamp: object) -> bool:
     """Whether `stamp` is an ISO time with its offset (as every event is stamped: the views compare them)."""
     try:
@@ -271,11 +324,19 @@ def _aware(stamp: object) -> bool:
 
 
 def parse(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """Each line's document: an event's, and last the end marker's (ImportRefused at any line after it)."""
+    ended = False
     for number, line in _numbered(lines):
         if not line.strip():
             continue
+        if ended:
+            raise ImportRefused(f"line {number}: a line after the export's end marker")
         try:
             event = orjson.loads(line)
+            if type(event) is dict and event.get("end") is True:
+                ended = True
+                yield event
+                continue
             event["position"], event["stream_version"] = int(event["position"]), int(event["stream_version"])
             if str(UUID(event["stream"])) != event["stream"]:
                 raise ValueError("a stream id is written as export writes it: lower-case, dashed")

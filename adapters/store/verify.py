@@ -25,7 +25,7 @@ def verify_log(
 
     parts = recorder.parts(workers or os.cpu_count() or 1, PARALLEL_FROM if smallest is None else smallest)
     if not parts:
-        return chain.verify(recorder.chained_rows(), keep)
+        return chain.verify(recorder.chained_rows(), keep, fmt=recorder.chain_format())
     with ProcessPoolExecutor(len(parts), mp_context=multiprocessing.get_context("fork")) as pool:
         return chain.joined(list(pool.map(verify_part, parts, [keep] * len(parts))))
 

@@ -52,7 +52,9 @@ what is still open if it does not settle alone), and the run checks:
   running on the sealed log; sealed_not_refused counts a write, a late controller or an old
   controller the sealed log did not refuse (exit 1 naming the seal), move_failures a seal or
   import that did not happen; every other check runs on the last log, which holds them all
-  (a copy of the views is not restored across a move: it is another log's);
+  (a copy of the views is not restored across a move: it is another log's); on SQLite, copies of the
+  log sealed behind the source's back and imported elsewhere, copy_ran_twice counting a deployer of
+  the source's history that ran in both;
 - claims_in_freeze: a DeployerClaimed event made while its config (or all) was frozen, by the
   Frozen/Unfrozen events before it and its own timestamp against --until (`freeze`/`unfreeze`
   ops of one config or of all, for 5-20 s or until an unfreeze, run among the others; the
@@ -194,6 +196,8 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
         self.move_cuts: list[int] = []  # --moves: the sink's requests before each move
         self.move_schemas: list[str] = []  # --moves with --store: the schemas moved to
         self.old_commands: list[Any] = []  # --moves: the command servers of the homes left (closed at the end)
+        self.copy_homes: set[str] = set()  # --moves: the copies sealed behind the source's back (moves.py)
+        self.copy_deployers: dict[str, list[str]] = {}  # --moves: the deployer names each copy's import ran
 
     def cleanup(self) -> None:
         """Stop everything this run started: commands, controllers, shims, deployer groups."""
@@ -295,6 +299,8 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             "sealed_not_refused": verdict.count("sealed_not_refused"),
             "move_failures": verdict.count("move_failures"),
             "old_controllers_refused": self.counts["old_controllers_refused"],
+            **{k: self.counts[k] for k in ("copies", "copies_sealed", "copies_refused")},
+            "copy_ran_twice": verdict.count("copy_ran_twice"),
             "duplicates": verdict.count("duplicates"),
             "completed_without_run": verdict.count("completed_without_run"),
             "restore_not_refused": verdict.count("restore_not_refused") + verdict.count("rebind"),

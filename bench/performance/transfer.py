@@ -57,6 +57,8 @@ def insert_plain(recorder: Any, path: Path) -> int:
     with path.open() as lines:
         for line in lines:
             e = json.loads(line)
+            if e.get("end") is True:  # the export's end marker: no event
+                continue
             batch.append(StoredEvent(UUID(e["stream"]), e["stream_version"], e["topic"], e["state"].encode()))
             if len(batch) == 1000:
                 recorder.insert_events(batch)

@@ -109,3 +109,12 @@ def test_a_cancel_that_wrote_its_own_request_is_not_lost_when_a_retry_follows_be
         event(3, "RetryRequested", "chaos-op-4", T0 + 1.05),
     ]
     assert lost_writes([TRIGGER, cancel(3, T0 + 1.1)], events) == []
+
+
+def test_an_undo_that_said_skipped_lost_nothing_by_appending_nothing() -> None:
+    """7.11: `rollout undo` onto the spec the config runs already prints `skipped rollback` and appends
+    nothing (the check had counted it a lost write)."""
+    skipped = command("undo", 2, T0 + 1.1, "web skipped rollback (the spec already matches revision 1)")
+    assert lost_writes([TRIGGER, skipped], [TRIGGERED]) == []
+    undone = command("undo", 3, T0 + 1.2, "web rolled back to revision 1 as version 3")
+    assert [w["op"] for w in lost_writes([TRIGGER, undone], [TRIGGERED])] == [3]

@@ -17,7 +17,7 @@ def deployment() -> Deployment:
                       message=None, meta={})  # fmt: skip
 
 
-def test_the_fold_names_open_deployments_and_the_active_ones() -> None:
+def test_the_fold_names_open_deployments_new_ones_included() -> None:
     fold = OpenFold()
     created = {"config": "web", "revision": 1, "config_id": "ab"}
     fold.feed("s1", "deployment", "Created", created)
@@ -27,7 +27,7 @@ def test_the_fold_names_open_deployments_and_the_active_ones() -> None:
     fold.feed("s3", "deployment", "CancelRequested", {})
     fold.feed("c", "config", "Registered", {})
     assert fold.open() == ["s1", "s2"]
-    assert fold.active() == [("web", 2)]
+    assert fold.left_open() == [("web", 1), ("web", 2)]  # New is open work too (DESIGN 7.11)
     assert fold.configs["s1"] == "ab"
 
 

@@ -14,7 +14,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import register_topic, retry
 from psycopg import Connection, Cursor
 from psycopg.pq import TransactionStatus
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Composable, Identifier
 
 from ....domain.ids import seal_id
@@ -24,11 +24,12 @@ from ..log_recorder import (
     HeadMoved,
     LogSealed,
     StoreNotEmpty,
+    chained,
     chained_part,
     check_guards,
     first_value,
 )
-from ..opening import ChainedLog
+from ..opening import LOG_COLUMNS, ChainedLog, identity, new_format
 from ..port import CHAIN_TABLE, LOG_TABLE, Imported, StoreUnavailable, Tail
 from . import factory
 from .reads import PostgresReads
@@ -88,6 +89,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
     """PostgreSQL: the same two tables in the store's schema."""
 
     _log_id: str | None = None  # the store's log id, read at its first save (fixed once made)
+    _format: int = chain.LEGACY  # its chain format, read with its id
     _session_user: str | None = None
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
@@ -123,6 +125,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
             self._events,
         )
         self._sql_sealed = _text("SELECT notification_id FROM {0} WHERE originator_id = %s LIMIT 1", self._events)
+        self._sql_identity = _text("SELECT * FROM {0} LIMIT 1", self._log_table)
+        self._sql_gap = _text(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}"
+            " WHERE notification_id > %s AND notification_id < %s ORDER BY notification_id",
+            self._events,
+        )
         self._sql_head = _text("SELECT coalesce(max(notification_id), 0) AS head FROM {0}", self._events)
         self._sql_after = {}
         self._sql_read = _text(
@@ -136,16 +144,18 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
             )
         )
         self.sql_create_statements.append(
-            SQL("CREATE TABLE IF NOT EXISTS {0} (log_id text NOT NULL, created_at timestamptz NOT NULL)").format(
-                self._log_table
-            )
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0} (log_id text NOT NULL, created_at timestamptz NOT NULL, chain integer)"
+            ).format(self._log_table)
         )
 
     def create_table(self) -> None:
         super().create_table()
         if self.log_id() is None:
             with self.datastore.transaction(commit=True) as curs:
-                curs.execute(SQL("INSERT INTO {0} VALUES (%s, now())").format(self._log_table), (uuid.uuid4().hex,))
+                curs.execute(SQL("SELECT 1 FROM {0} LIMIT 1").format(self._events))
+                insert = SQL(f"INSERT INTO {{0}} ({LOG_COLUMNS}) VALUES (%s, now(), %s)").format(self._log_table)
+                curs.execute(insert, (uuid.uuid4().hex, new_format(curs.fetchone() is None)))
         self._check_writers()
 
     def _check_writers(self) -> None:
@@ -183,8 +193,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
         was refused, or decided again, though its first decision was committed)."""
         if not stored_events:
             return None
-        if self._log_id is None:  # read outside the save's transaction
-            self._log_id = self.log_id()
+        if self._log_id is None:  # read outside the save's transaction (with the chain format)
+            self._log_id, self._format = identity(next(iter(self._query(self._sql_identity, ())), None))
         tries: list[bool] = []  # per try: whether it sent its transaction to the server
         try:
             return self._insert_retried(stored_events, kwargs.get("guards") or (), tries, kwargs.get("head"))
@@ -299,26 +309,17 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
         return found
 
     def _chain(
-        self, conn: Connection[DictRow], ids: Sequence[int], stored_events: Sequence[StoredEvent], last: DictRow | None
+        self, conn: Connection[DictRow], ids: Sequence[int], events: Sequence[StoredEvent], last: DictRow | None
     ) -> None:
-        """Hash the events at `ids` after `last`, the chain's last row before them (None: empty)."""
-        curs = conn.cursor()
-        after, previous = (last["position"], last["hash"]) if last else (0, chain.ZERO)
-        if after < ids[0] - 1:  # as on SQLite (a sequence may also skip ids: then the gap is empty)
-            curs.execute(
-                SQL(
-                    "SELECT originator_id, originator_version, topic, state FROM {0}"
-                    " WHERE notification_id > %s AND notification_id < %s ORDER BY notification_id"
-                ).format(self._events),
-                (after, ids[0]),
-            )
-            gap = [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in curs.fetchall()]
-            previous = chain.fold(previous, gap)
-        records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
-        rows = list(zip(ids, chain.hashes_after(previous, records), strict=True))
+        """Hash the events at `ids` after `last`, the chain's last row before them (None: empty), as chained() does."""
+        curs = conn.cursor(row_factory=tuple_row)
+        found = (last["position"], last["hash"]) if last else None
+        rows = chained(
+            found, ids, events, self._format, lambda lo, hi: curs.execute(self._sql_gap, (lo, hi)).fetchall()
+        )
         curs.executemany(self._sql_hashes, rows)
 
-    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail) -> int:
+    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail, fmt: int) -> int:
         """As on SQLite: one transaction, under the library's table lock from the first batch on; the
         sequence of positions then goes on after the last event written."""
         count = 0
@@ -331,6 +332,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder, PostgresReads, Chaine
             curs.execute(SQL("SELECT max(notification_id) AS head FROM {0}").format(self._events))
             if head := (curs.fetchone() or {}).get("head"):
                 raise StoreNotEmpty(head)
+            curs.execute(SQL("UPDATE {0} SET chain = %s").format(self._log_table), (fmt,))
+            self._format = fmt  # (no save before: the next one reads the id, and this, again)
             last = 0
             for batch in batches:
                 rows = [(p, e.originator_id, e.originator_version, e.topic, e.state) for p, e, _ in batch]

@@ -25,11 +25,12 @@ from ..log_recorder import (
     HeadMoved,
     LogSealed,
     StoreNotEmpty,
+    chained,
     chained_part,
     check_guards,
     first_value,
 )
-from ..opening import ChainedLog
+from ..opening import LOG_COLUMNS, ChainedLog, identity, new_format
 from ..port import CHAIN_TABLE, LOG_TABLE, EventRow, HashedRow, Imported, Listener, Part, Row, SnapshotTable, Tail
 from . import factory
 from .walk import PARALLEL_FROM, cut, sqlite_hashed, sqlite_walk
@@ -44,20 +45,23 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
 
     datastore: SQLiteDatastore
     _log_id: str | None = None  # the store's log id, read at its first save (fixed once made)
+    _format: int = chain.LEGACY  # its chain format, read with its id
     synchronous: str | None = None  # PRAGMA synchronous for this recorder's saves (None: SQLite's default)
 
     def construct_create_table_statements(self) -> list[str]:
         return [
             *super().construct_create_table_statements(),
             f"CREATE TABLE IF NOT EXISTS {CHAIN_TABLE} (position INTEGER PRIMARY KEY, hash TEXT NOT NULL)",
-            f"CREATE TABLE IF NOT EXISTS {LOG_TABLE} (log_id TEXT NOT NULL, created_at TEXT NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {LOG_TABLE} (log_id TEXT NOT NULL, created_at TEXT NOT NULL, chain INTEGER)",
         ]
 
     def create_table(self) -> None:
         super().create_table()
         if self.log_id() is None:
             with self.datastore.transaction(commit=True) as c:
-                c.execute(f"INSERT INTO {LOG_TABLE} VALUES (?, datetime('now'))", (uuid.uuid4().hex,))
+                c.execute(f"SELECT 1 FROM {self.events_table_name} LIMIT 1")
+                made = (uuid.uuid4().hex, new_format(c.fetchone() is None))
+                c.execute(f"INSERT INTO {LOG_TABLE} ({LOG_COLUMNS}) VALUES (?, datetime('now'), ?)", made)
 
     def insert_events(
         self,
@@ -81,16 +85,16 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
         ids = super()._insert_events(c, stored_events, **kwargs)
         if ids:
             self._fence(c, ids[0], kwargs.get("head"))
-            self._chain(c, ids, stored_events)
+            self._chain(c, ids, stored_events, self._format)
         self._guard(c, kwargs.get("guards") or ())
         return ids
 
     def _fence(self, c: SQLiteCursor, first: int, head: int | None) -> None:
         """After the insert (which holds the write lock): the log is not sealed before these events, and,
         given `head`, it still ended there (a seal's decision read the whole log)."""
-        if self._log_id is None:  # fixed once made: read once
-            c.execute(f"SELECT log_id FROM {LOG_TABLE} LIMIT 1")
-            self._log_id = first_value(list(c.fetchall()))
+        if self._log_id is None:  # fixed once made: read once (with the chain format)
+            c.execute(f"SELECT * FROM {LOG_TABLE} LIMIT 1")
+            self._log_id, self._format = identity(c.fetchone())
         if (log_id := self._log_id) is not None:
             sql = f"SELECT rowid FROM {self.events_table_name} WHERE originator_id = ? AND rowid < ? LIMIT 1"
             c.execute(sql, (seal_id(log_id).hex, first))
@@ -118,26 +122,21 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
             found.append((stream, c.fetchone()[0]))
         check_guards(found, guards)
 
-    def _chain(self, c: SQLiteCursor, ids: Sequence[int], stored_events: Sequence[StoredEvent]) -> None:
+    def _chain(self, c: SQLiteCursor, ids: Sequence[int], stored_events: Sequence[StoredEvent], fmt: int) -> None:
+        def gap(after: int, first: int) -> list[Any]:  # why: sqlite3's rows
+            sql = f"SELECT rowid, * FROM {self.events_table_name} WHERE rowid > ? AND rowid < ? ORDER BY rowid"
+            c.execute(sql, (after, first))
+            return list(c.fetchall())
+
         c.execute(f"SELECT position, hash FROM {CHAIN_TABLE} ORDER BY position DESC LIMIT 1")
         last = c.fetchone()
-        after, previous = (last[0], last[1]) if last else (0, chain.ZERO)
-        if after < ids[0] - 1:  # events before the chain (or written without it): covered from here on
-            c.execute(
-                f"SELECT originator_id, originator_version, topic, state FROM {self.events_table_name}"
-                " WHERE rowid > ? AND rowid < ? ORDER BY rowid",
-                (after, ids[0]),
-            )
-            previous = chain.fold(previous, c.fetchall())
-        records = [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
-        rows = zip(ids, chain.hashes_after(previous, records), strict=True)
-        c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", list(rows))
+        rows = chained(last and (last[0], last[1]), ids, stored_events, fmt, gap)
+        c.executemany(f"INSERT INTO {CHAIN_TABLE} (position, hash) VALUES (?, ?)", rows)
 
-    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail) -> int:
-        """Insert every batch at the positions it had, chaining what was chained, and then the events
-        `tail` returns (given a reader of streams inside the transaction) after them, in ONE transaction on
-        an empty store: an exception from `batches` or `tail` (a line that does not hold) leaves the store
-        as it was. The store keeps its own log id. (Events name positions: a delivered notification's.)"""
+    def import_events(self, batches: Iterable[Sequence[Imported]], tail: Tail, fmt: int) -> int:
+        """Insert every batch at its positions, chaining what was chained, then the events `tail` returns (given a
+        reader of streams in the transaction), in ONE transaction on an empty store: an exception from `batches` or
+        `tail` leaves it as it was. It keeps its own log id and takes the log's chain format `fmt` (and positions)."""
         count = 0
         insert = (
             f"INSERT INTO {self.events_table_name} (rowid, originator_id, originator_version, topic, state)"
@@ -147,15 +146,13 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
             c.execute(f"SELECT max(rowid) FROM {self.events_table_name}")
             if head := c.fetchone()[0]:
                 raise StoreNotEmpty(head)
+            c.execute(f"UPDATE {LOG_TABLE} SET chain = ?", (fmt,))  # (no save before: the id is not read yet)
             last = 0
             for batch in batches:
-                rows = [
-                    (p, chain.stream_hex(e.originator_id), e.originator_version, e.topic, e.state) for p, e, _ in batch
-                ]
-                c.executemany(insert, rows)
+                c.executemany(insert, [_row(p, e) for p, e, _ in batch])
                 ids, events = chained_part(batch)
                 if ids:
-                    self._chain(c, ids, events)
+                    self._chain(c, ids, events, fmt)
                 count += len(batch)
                 last = batch[-1].position if batch else last
 
@@ -171,14 +168,8 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
             added = tail(read) if count else []
             if added:
                 ids = list(range(last + 1, last + 1 + len(added)))
-                c.executemany(
-                    insert,
-                    [
-                        (p, chain.stream_hex(e.originator_id), e.originator_version, e.topic, e.state)
-                        for p, e in zip(ids, added, strict=True)
-                    ],
-                )
-                self._chain(c, ids, added)
+                c.executemany(insert, [_row(p, e) for p, e in zip(ids, added, strict=True)])
+                self._chain(c, ids, added, fmt)
         return count
 
     def log_id(self) -> str | None:
@@ -209,7 +200,8 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
 
     def parts(self, count: int, smallest: int = PARALLEL_FROM) -> list[Part] | None:
         """The log cut into `count` consecutive parts that can be walked apart, or None (walk.cut)."""
-        return cut(self._query, str(self.datastore.pool.db_name), self.events_table_name, count, smallest)
+        db, table = str(self.datastore.pool.db_name), self.events_table_name
+        return cut(self._query, db, table, count, smallest, self.chain_format())
 
     def events_of(self, streams: Sequence[UUID], until: int) -> list[EventRow]:
         """The events of `streams` at or before position `until` (an index lookup per stream)."""
@@ -387,6 +379,10 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
         file consistent; only a power loss may forget the last commits: for this bookkeeping, a
         notification sent again with the same Idempotency-Key. Every other writer keeps the default."""
         self.synchronous = "NORMAL"  # set on the writer's connection before each save
+
+
+def _row(position: int, e: StoredEvent) -> tuple[int, str, int, str, bytes]:  # an imported event, as stored
+    return position, chain.stream_hex(e.originator_id), e.originator_version, e.topic, e.state
 
 
 # The library names these classes by module path in its settings (PERSISTENCE_MODULE, APPLICATION_RECORDER_TOPIC):

@@ -20,7 +20,7 @@ _MMAP_BYTES = 1 << 30  # a long read's connection maps up to this much of the fi
 def verify_part(part: Part, keep: int | None) -> chain.ChainVerdict:
     """In a worker process: the chain over one part of the log."""
     walk = sqlite_walk(part.db, part.table, part.lo, part.hi)
-    return chain.verify(walk, keep, part.start)
+    return chain.verify(walk, keep, part.start, fmt=part.fmt)
 
 
 _SQLITE_HASHED = (
@@ -62,7 +62,12 @@ def sqlite_walk(db: str, table: str, lo: int, hi: int | None) -> Iterator[tuple[
 
 
 def cut(
-    query: Callable[[str, tuple[int, ...]], Sequence[Sequence[Any]]], db: str, table: str, count: int, smallest: int
+    query: Callable[[str, tuple[int, ...]], Sequence[Sequence[Any]]],
+    db: str,
+    table: str,
+    count: int,
+    smallest: int,
+    fmt: int,
 ) -> list[Part] | None:
     """The log cut into `count` consecutive parts that can be walked apart (each from the hash stored
     before it), or None when it is small or does not start chained (a walk from zero is needed)."""
@@ -83,5 +88,5 @@ def cut(
         before = query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position < ? ORDER BY position DESC LIMIT 1", (lo,))
         if lo != first and not before:
             return None
-        parts.append(Part(db, table, lo, hi - 1, before[0][0] if lo != first else chain.ZERO))
+        parts.append(Part(db, table, lo, hi - 1, before[0][0] if lo != first else chain.ZERO, fmt))
     return parts

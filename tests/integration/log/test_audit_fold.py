@@ -57,7 +57,7 @@ def forge(rollouts: Rollouts) -> None:
 def rehashed(rows: list[Any]) -> list[tuple[str, int]]:
     running, found = chain.ZERO, []
     for position, stream, version, topic, state in rows:
-        running = chain.link(running, stream, version, topic, bytes(state))
+        running = chain.link(running, stream, version, topic, bytes(state), position)
         found.append((running, position))
     return found
 

@@ -36,8 +36,8 @@ def rewrite_and_rechain(home: Path) -> None:
             "UPDATE stored_events SET state = CAST(REPLACE(CAST(state AS TEXT), 'tester@test', 'mallory@evl')"
             " AS BLOB) WHERE rowid = 2"
         )
-        rows = conn.execute("SELECT originator_id, originator_version, topic, state FROM stored_events ORDER BY rowid")
-        hashes = list(chain.hashes_after(chain.ZERO, rows.fetchall()))
+        rows = conn.execute("SELECT rowid, originator_id, originator_version, topic, state FROM stored_events")
+        hashes = list(chain.hashes_after(chain.ZERO, rows.fetchall(), chain.POSITIONED))
         conn.executemany(
             "UPDATE rollouts_chain SET hash = ? WHERE position = ?", [(h, i + 1) for i, h in enumerate(hashes)]
         )

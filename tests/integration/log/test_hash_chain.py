@@ -222,12 +222,12 @@ def test_a_log_walked_in_parallel_parts_gives_the_verdict_of_one_walk(rollouts: 
     history(rollouts)
     recorder = bootstrap(Home(rollouts.home)).open_recorder()
     try:
-        whole = verify(recorder.chained_rows(), keep=9)
+        whole = verify(recorder.chained_rows(), keep=9, fmt=recorder.chain_format())
         assert recorder.parts(parts, smallest=0) is not None
         assert verify_log(recorder, keep=9, workers=parts, smallest=0) == whole and whole.ok
         for tamper in (lambda log: log.edit(4), lambda log: log.delete(11), lambda log: log.swap(14)):
             tamper(Log(rollouts))
-            whole = verify(recorder.chained_rows(), keep=9)
+            whole = verify(recorder.chained_rows(), keep=9, fmt=recorder.chain_format())
             assert not whole.ok
             assert verify_log(recorder, keep=9, workers=parts, smallest=0).breaks == whole.breaks
     finally:

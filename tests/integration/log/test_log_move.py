@@ -104,10 +104,13 @@ def test_a_sealed_log_refuses_writes_and_claims_and_its_move_runs_the_deployer_o
     marker = tmp_path / "ran"
     app_with(rollouts_on, marker)
     assert rollouts_on.sh("config", "create", "api", "--", "true").exit_code == 0
-    assert rollouts_on.sh("rollout", "latest", "app").exit_code == 0  # New: it moves with the log
+    assert rollouts_on.sh("rollout", "latest", "app").exit_code == 0
+    # a move carries no open work (DESIGN 7.11): the deployment ends before the seal
+    assert rollouts_on.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
     sealed = rollouts_on.sh("log", "export", "--seal", "--reason", "to the new store")
     assert sealed.exit_code == 0, sealed.stderr
-    lines = [json.loads(line) for line in sealed.stdout.splitlines()]
+    *lines, end = [json.loads(line) for line in sealed.stdout.splitlines()]
+    assert end["end"] is True and end["events"] == len(lines) and end["head"] == lines[-1]["position"]
     assert lines[-1]["type"] == "Sealed" and lines[-1]["data"]["reason"] == "to the new store"
     count = rollouts_on.event_count()
 
@@ -124,15 +127,18 @@ def test_a_sealed_log_refuses_writes_and_claims_and_its_move_runs_the_deployer_o
     assert again.exit_code == 1 and "sealed" in again.stderr
     assert rollouts_on.event_count() == count
     assert rollouts_on.sh("rollout", "status", "app").exit_code == 0  # reads still work
-    assert not marker.exists()
+    assert marker.read_text().split() == ["app-1-deploy-1"]
 
     (tmp_path / "log.jsonl").write_text(sealed.stdout)
     moved = target.sh("log", "import", str(tmp_path / "log.jsonl"))
     assert moved.exit_code == 0, moved.stderr
     assert target.event_count() == len(lines) + 1  # exactly one event: the origin
     assert target.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert marker.read_text().split() == ["app-1-deploy-1"]  # nothing of the old history runs again
+    assert target.sh("rollout", "latest", "app").exit_code == 0  # the new log goes on
+    assert target.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
     assert rollouts_on.sh("controller", "run", "--once").exit_code == 1
-    assert marker.read_text().split() == ["app-1-deploy-1"]
+    assert marker.read_text().split() == ["app-1-deploy-1", "app-2-deploy-1"]
     assert latest_row(target)["phase"] == "Complete"
     source, new = verified(rollouts_on), verified(target)
     assert source["sealed"] == lines[-1]["position"] and new["sealed"] is None
@@ -163,10 +169,11 @@ def forged_seal(last: dict) -> dict:
         "timestamp": at,
         "data": data,
         "meta": meta,
-        "hash": chain.link(last["hash"], stream, 1, topic, state.encode()),
+        "hash": chain.link(last["hash"], stream, 1, topic, state.encode(), last["position"] + 1),
         "log_id": last["log_id"],
         "topic": topic,
         "state": state,
+        "chain": last["chain"],
     }
 
 
@@ -196,11 +203,15 @@ def test_a_seal_is_refused_while_a_deployment_runs_and_a_fork_fails_it(
         controller.terminate()
         controller.wait(30)
     # The refused seal, forged on the backup: not a move either (a move of it left two live copies)
-    lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
-    (tmp_path / "sealed.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*lines, forged_seal(lines[-1])]))
+    *lines, end = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    seal = forged_seal(lines[-1])
+    end |= {"events": len(lines) + 1, "head": seal["position"]}
+    (tmp_path / "sealed.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*lines, seal, end]))
     moved = target.sh("log", "import", str(tmp_path / "sealed.jsonl"))
     assert moved.exit_code == 1 and moved.stderr.count("\n") == 1, moved
-    assert "ends with a seal while app revision 1 is Pending or Running" in moved.stderr and "--fork" in moved.stderr
+    assert (
+        "ends with a seal while app revision 1 is New, Pending or Running" in moved.stderr and "--fork" in moved.stderr
+    )
     assert made_nothing(target)
     forked = target.sh("log", "import", "--fork", str(tmp_path / "log.jsonl"))
     assert forked.exit_code == 0, forked.stderr
@@ -263,3 +274,63 @@ def test_a_controller_running_when_the_log_is_sealed_stops_naming_the_seal(
         if controller.poll() is None:
             controller.kill()
             controller.wait()
+
+
+def forged_move(lines: list[dict], end: dict) -> str:
+    """An export with a seal appended to it, as anyone can append one to a backup: the file, end marker and all."""
+    seal = forged_seal(lines[-1])
+    return "".join(
+        json.dumps(e) + "\n" for e in [*lines, seal, end | {"events": len(lines) + 1, "head": seal["position"]}]
+    )
+
+
+def test_a_seal_is_refused_while_a_deployment_is_new_and_a_seal_after_one_is_no_move(
+    rollouts_on: Rollouts, target: Rollouts, tmp_path: Path
+) -> None:
+    """Issue 46, item 1 (DESIGN 7.11): a deployment New, no controller yet, is open work that a move may not
+    carry (the next controller of either copy claims it)."""
+    marker = tmp_path / "ran"
+    app_with(rollouts_on, marker)
+    assert rollouts_on.sh("rollout", "latest", "app").exit_code == 0
+    count = rollouts_on.event_count()
+    refused = rollouts_on.sh("log", "export", "--seal")
+    assert refused.exit_code == 1 and refused.stderr.startswith("error: ") and refused.stderr.count("\n") == 1
+    assert "New, Pending or Running" in refused.stderr and "app version 1" in refused.stderr, refused
+    assert refused.stdout == "" and rollouts_on.event_count() == count
+    *lines, end = [json.loads(line) for line in rollouts_on.sh("log", "export").stdout.splitlines()]
+    (tmp_path / "sealed.jsonl").write_text(forged_move(lines, end))
+    moved = target.sh("log", "import", str(tmp_path / "sealed.jsonl"))
+    assert moved.exit_code == 1 and "app revision 1 is New, Pending or Running" in moved.stderr, moved
+    assert "--fork" in moved.stderr and made_nothing(target)
+    forked = target.sh("log", "import", "--fork", str(tmp_path / "sealed.jsonl"))
+    assert forked.exit_code == 0, forked.stderr
+    assert latest_row(target)["phase"] == "Failed"
+    for log in (target, rollouts_on):
+        assert log.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert marker.read_text().split() == ["app-1-deploy-1"]  # once: by the source
+
+
+def test_a_byte_copy_sealed_behind_the_sources_back_cannot_run_a_deployer_twice(
+    rollouts: Rollouts, tmp_path: Path
+) -> None:
+    """Issue 46, item 1 as reported: `rollout latest` (no controller), events.db copied to another home, sealed
+    there and imported into a third: the seal is refused, so is the plain import of the copy, and the
+    deployer runs once, in the original."""
+    import sqlite3
+
+    marker = tmp_path / "ran"
+    app_with(rollouts, marker)
+    assert rollouts.sh("rollout", "latest", "app").exit_code == 0
+    copy, third = Rollouts(tmp_path / "copy-home", rollouts.cwd), Rollouts(tmp_path / "third-home", rollouts.cwd)
+    copy.home.mkdir(mode=0o700)
+    with sqlite3.connect(rollouts.home / "events.db") as source, sqlite3.connect(copy.home / "events.db") as into:
+        source.backup(into)  # the file as it stands (a byte copy of a quiet log)
+    (copy.home / "events.db").chmod(0o600)
+    sealed = copy.sh("log", "export", "--seal")
+    assert sealed.exit_code == 1 and "New, Pending or Running" in sealed.stderr, sealed
+    (tmp_path / "copy.jsonl").write_text(copy.sh("log", "export").stdout)
+    plain = third.sh("log", "import", str(tmp_path / "copy.jsonl"))
+    assert plain.exit_code == 1 and "without its seal" in plain.stderr, plain
+    for home in (third, rollouts):
+        assert home.sh("controller", "run", "--until-idle", "--timeout", "30", "-q").exit_code == 0
+    assert marker.read_text().split() == ["app-1-deploy-1"]

@@ -29,7 +29,9 @@ def history(rollouts: Rollouts, marker: Path) -> None:
 def exported(rollouts: Rollouts, *args: str) -> list[dict]:
     result = rollouts.sh("log", "export", *args)
     assert result.exit_code == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    *events, end = [json.loads(line) for line in result.stdout.splitlines()]
+    assert end == end_marker(events) | {"log_id": end["log_id"]}
+    return events
 
 
 def verified(rollouts: Rollouts) -> dict:
@@ -48,12 +50,29 @@ def resigned(events: list[dict]) -> list[dict]:
     previous = chain.ZERO
     for event in events:
         state = event["state"].encode()
-        previous = event["hash"] = chain.link(previous, event["stream"], event["stream_version"], event["topic"], state)
+        at = event["position"]
+        previous = event["hash"] = chain.link(
+            previous, event["stream"], event["stream_version"], event["topic"], state, at
+        )
     return events
 
 
+def end_marker(events: list[dict]) -> dict:
+    """The line an export ends with, for these events."""
+    last = events[-1] if events else {}
+    fmt = last.get("chain", chain.POSITIONED)
+    return {
+        "end": True,
+        "log_id": last.get("log_id"),
+        "events": len(events),
+        "head": last.get("position"),
+        "chain": fmt,
+    }
+
+
 def lines_of(events: list[dict]) -> str:
-    return "".join(json.dumps(e) + "\n" for e in events)
+    """An export of `events`, as `log export` writes one (its end marker last)."""
+    return "".join(json.dumps(e) + "\n" for e in [*events, end_marker(events)])
 
 
 def same_events(lines: list[str], others: list[str]) -> bool:
@@ -133,7 +152,7 @@ def test_a_log_moves_from_sqlite_to_postgres_and_back_with_the_same_hashes(
 def test_a_changed_export_is_refused_whole(rollouts: Rollouts, tmp_path: Path, change: str) -> None:
     history(rollouts, tmp_path / "ran")
     lines = rollouts.sh("log", "export").stdout.splitlines()
-    events = [json.loads(line) for line in lines]
+    *events, _ = [json.loads(line) for line in lines]  # (lines_of writes the end marker again)
     if change == "data":
         events[3]["data"]["revision"] = 99
     elif change == "state":
@@ -189,9 +208,10 @@ def test_a_refusal_after_several_batches_leaves_the_store_empty(tmp_path: Path, 
     source.create_config("web", Spec(command=["true"]), new_meta("t"))
     for _ in range(12):
         source.latest("web", None, True, new_meta("t"))
+    source.cancel("web", new_meta("t"))  # (a move carries no open work: a New deployment is some)
     seal(source, None, new_meta("t"))
     lines = [line.decode() for line in export_lines(source.recorder)]
-    bad = len(lines) - 1 if at == "end" else len(lines) // 2
+    bad = len(lines) - 2 if at == "end" else len(lines) // 2  # (the last line is the end marker)
     changed = json.loads(lines[bad])
     changed["hash"] = "0" * 64  # a hash that no longer chains
     lines[bad] = json.dumps(changed)
@@ -199,9 +219,9 @@ def test_a_refusal_after_several_batches_leaves_the_store_empty(tmp_path: Path, 
     with pytest.raises(ImportRefused, match=f"line {bad + 1} "):
         load(target.recorder, lines, batch=3)
     assert target.recorder.max_notification_id() in (None, 0)
-    assert list(export_lines(target.recorder)) == []
+    assert [json.loads(line)["events"] for line in export_lines(target.recorder)] == [0]  # its end marker alone
     good = [line.decode() for line in export_lines(source.recorder)]
-    assert load(target.recorder, good, batch=3).events == len(good)  # and the store still takes the good file
+    assert load(target.recorder, good, batch=3).events == len(good) - 1  # the store still takes the good file
     # at the same positions, though a PostgreSQL sequence does not roll back (in a log of its own)
     assert same_events([line.decode() for line in export_lines(target.recorder)], good)
 
@@ -222,10 +242,12 @@ def test_an_imported_log_keeps_its_positions(tmp_path: Path, backend_store, chan
     source.create_config("web", Spec(command=["true"]), new_meta("t"))
     for _ in range(4):
         source.latest("web", None, True, new_meta("t"))
+    source.cancel("web", new_meta("t"))  # (a move carries no open work: a New deployment is some)
     seal(source, None, new_meta("t"))
-    events = [json.loads(line) for line in export_lines(source.recorder)]
-    for n, event in enumerate(events):  # (a position is in no hash)
+    *events, _ = [json.loads(line) for line in export_lines(source.recorder)]
+    for n, event in enumerate(events):  # a log with gaps, as a sequence leaves them: each hash covers its position
         event["position"] = 10 * (n + 1) if change == "gaps" else 100 + n
+    resigned(events)
     target = open_app(Home(tmp_path / "target"), backend_store)
     found = load(target.recorder, lines_of(events).splitlines(), batch=3)
     assert found.head == events[-1]["position"]
@@ -234,7 +256,7 @@ def test_an_imported_log_keeps_its_positions(tmp_path: Path, backend_store, chan
     assert report.ok and (report.head, report.head_hash) == (events[-1]["position"], events[-1]["hash"])
     target.create_config("api", Spec(command=["true"]), new_meta("t"))  # (not sealed: the seal was the source's)
     last = events[-1]["position"]
-    after = [json.loads(line)["position"] for line in export_lines(target.recorder, after=last)]
+    after = [json.loads(line).get("position") for line in export_lines(target.recorder, after=last)][:-1]
     assert after and after == list(range(last + 1, last + 1 + len(after)))
 
 
@@ -331,7 +353,8 @@ def test_a_long_sqlite_log_exported_in_parallel_parts_is_the_same_file(tmp_path:
         log_transfer.SPAN = 7  # several parts, the last one short
         in_parts = list(log_transfer.export_lines(app.recorder, workers=2, smallest=1))
         assert in_parts == one_walk and len(one_walk) > 3 * log_transfer.SPAN
-        assert list(log_transfer.export_lines(app.recorder, after=5, until=30, workers=2, smallest=1)) == one_walk[5:30]
+        part = list(log_transfer.export_lines(app.recorder, after=5, until=30, workers=2, smallest=1))
+        assert part[:-1] == one_walk[5:30] and json.loads(part[-1])["head"] == 30
         with sqlite3.connect(tmp_path / "source" / "events.db") as db:
             db.execute("UPDATE stored_events SET state = X'FFFE' WHERE rowid = 20")
         with pytest.raises(UndecodableEvent, match="position 20"):
