@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from . import approval, ids
+from . import approval, ids, stage
 from . import freeze as freezes
 from .errors import DomainError
 from .meta import Meta
@@ -24,6 +24,8 @@ class DeploymentConfig(Aggregate):
     # A lowering of the approval guard that waits for `config approve` (7.11): the guard keys it asks for,
     # and who asked (`requester`: actor, os_user, db_user), or None.
     pending_guard: dict[str, Any] | None = None
+    # 7.10: for a stage, the newest revision of each upstream it was ever promoted from (I11: once each).
+    promoted: dict[str, int] | None = None
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -177,6 +179,12 @@ class DeploymentConfig(Aggregate):
     def _triggered(self, revision: int, cause: str, message: str | None, meta: Meta) -> None:
         self.latest_revision = revision
         self.open_revisions = [*self.open_revisions, revision]
+        source = stage.promoted_from(cause)
+        if source is not None:
+            self.promoted = {
+                **(self.promoted or {}),
+                source[0]: max(source[1], (self.promoted or {}).get(source[0], 0)),
+            }
 
     @event("SlotClaimed")
     def _slot_claimed(self, revision: int, attempt: int, claimant: str, meta: Meta) -> None:
