@@ -20,6 +20,7 @@ from .deciding import DecidingApp, Meta, config_spec, config_spec_of
 from .deciding import Decision as Decision
 from .deciding import NotUTF8 as NotUTF8
 from .deciding import WriteConflict as WriteConflict
+from .promotion import check_config as check_stage
 from .rollbacks import rollback_for
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class RolloutsApp(DecidingApp):
         def decision() -> Decision[int | None]:
             if ids.config_id(name) in self.repository:
                 raise DomainError(f"config {name!r} already exists")
+            check_stage(self, name, spec.to_data())  # 7.10: its upstream exists, and no cycle
             config = DeploymentConfig(name=name, spec=spec.to_data(), meta=meta)
             if spec.trigger != "config-change":
                 return [config], None
@@ -57,6 +59,7 @@ class RolloutsApp(DecidingApp):
             config = self.config(name)
             old = config_spec(config)
             new = change(old)
+            check_stage(self, name, new.to_data())  # 7.10: its upstream exists, and no cycle
             if not config.change_spec(new.to_data(), meta):
                 return [], (False, None)
             if new.trigger != "config-change" or config.paused or new.rollout_part() == old.rollout_part():

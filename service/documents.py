@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..projections import history_queries
+from .stage_view import promoted_from
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -75,4 +76,5 @@ def history_document(row: Row) -> Row:
         document["steps"] = [shown(run) for run in row["steps"]]
     document["step"] = row.get("step_index")
     document["verification"] = {k: row.get(k) or 0 for k in ("passed", "failed", "inconclusive")}
+    document["promoted_from"] = promoted_from(row.get("cause"))  # 7.10: {config, revision} of a promotion
     return document

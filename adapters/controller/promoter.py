@@ -1,0 +1,47 @@
+"""The controller's automatic promotions (DESIGN 7.10): each pass, every auto stage the desired view lists is
+promoted from its upstream's newest eligible revision, decided on the aggregates (service/promotion.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ...domain.errors import DomainError, NotFound
+from ...projections import stages
+from ...projections.store import ProjectionStore
+from ...service import promotion
+from ...service.application import RolloutsApp, WriteConflict
+
+Log = Callable[[str], None]
+
+
+class Promoter:
+    """Promotes the auto stages; `soaking` says how many wait for an upstream revision to soak."""
+
+    def __init__(
+        self, app: RolloutsApp, projections: ProjectionStore, meta: Callable[[], dict[str, Any]], log: Log
+    ) -> None:
+        self.app = app
+        self.projections = projections
+        self.meta = meta
+        self.log = log
+        self.soaking = 0
+
+    def run(self) -> int:
+        """One pass (the desired view caught up already): the promotions made. The clock is read here, after
+        the pass's reports: an upstream revision that became Complete in them is eligible (soak 0) now."""
+        now = datetime.now(UTC)
+        made, self.soaking = 0, 0
+        for row in self.projections.query("desired", stages.AUTO):
+            name, upstream = row["name"], row["upstream"]
+            try:
+                revision, soaking = promotion.auto_promote(self.app, name, self.meta(), now)
+            except (WriteConflict, DomainError, NotFound) as error:
+                self.log(f"skipped promotion of {name}: {error}")
+                continue
+            self.soaking += soaking
+            if revision is not None:
+                made += 1
+                self.log(f"promote {name} v{revision} from {upstream}")
+        return made

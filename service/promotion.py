@@ -1,0 +1,171 @@
+"""Stages' use cases (DESIGN 7.10): `rollout latest` of a stage or with `--queue`, the checks of a stage's
+config, and the controller's automatic promotions; each decided on aggregates with optimistic concurrency."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..domain import ids, phases, promotion, rollout, stage
+from ..domain.config import DeploymentConfig
+from ..domain.errors import DomainError, NotFound, UsageError
+from ..domain.stage import StagePolicy, UpstreamRevision
+from .commands import peek
+
+if TYPE_CHECKING:
+    from .application import RolloutsApp
+    from .deciding import DecidingApp
+
+Meta = dict[str, Any]
+
+
+def upstream_revision(app: DecidingApp, upstream: DeploymentConfig, revision: int) -> UpstreamRevision:
+    """Revision `revision` of `upstream` as its own events say (the pure fold of domain/stage.py). A
+    deployment that is not Complete is told by its aggregate alone (no need to read its events again)."""
+    deployment = app.deployment(upstream, revision)
+    if deployment.phase != phases.COMPLETE:
+        found = UpstreamRevision(upstream.name, revision, deployment.phase, deployment.cause)
+        found.reason = deployment.reason
+        return found
+    events = app.events.get(ids.deployment_id(upstream.id, revision))
+    return stage.fold_upstream(upstream.name, revision, ((type(e).__name__, e.timestamp, e.__dict__) for e in events))
+
+
+def latest(
+    app: RolloutsApp,
+    name: str,
+    message: str | None,
+    meta: Meta,
+    *,
+    supersede: bool = False,
+    queue: bool = False,
+    revision: int | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> int:
+    """`rollout latest NAME [--queue] [--revision N]`: a config that is no stage rolls out its spec (queued
+    behind the open ones with `queue`); a stage promotes its upstream's newest eligible revision (or `revision`),
+    refused with the reason when none is. Returns the new revision."""
+    if supersede and queue:
+        raise UsageError("--queue and --supersede exclude each other: wait behind the open ones, or cancel them")
+
+    def decision() -> tuple[list[Any], int]:
+        config = app.config(name)
+        policy = stage.policy_of(config.spec)
+        if policy is None and revision is not None:
+            raise UsageError(f"config {name} is not a stage: --revision names an upstream revision (config set --from)")
+        opened = app.open_deployments(config) if supersede or queue else []
+        if policy is None:
+            if queue:
+                return promotion.enqueue(
+                    config, opened, cause="manual", message=message, meta=meta
+                ), config.latest_revision
+            found = rollout.trigger(config, opened, cause="manual", message=message, supersede=supersede, meta=meta)
+            return found, config.latest_revision
+        chosen = _chosen(app, config, policy, revision, now())
+        if supersede:  # the open ones are cancelled; the promotion waits for them to end
+            for older in opened:
+                older.request_cancel(meta)
+                rollout.settle(config, older, meta)
+            aggregates = promotion.promote(config, [], chosen, policy, now(), meta, queue=True, message=message)
+            return [*aggregates, *opened], config.latest_revision
+        aggregates = promotion.promote(config, opened, chosen, policy, now(), meta, queue=queue, message=message)
+        return aggregates, config.latest_revision
+
+    return app.decide(decision)
+
+
+def _chosen(
+    app: DecidingApp, config: DeploymentConfig, policy: StagePolicy, revision: int | None, now: datetime
+) -> UpstreamRevision:
+    """The upstream revision a `rollout latest` of a stage promotes: `revision`, or the newest eligible one."""
+    upstream = app.config(policy.upstream)
+    if revision is not None:
+        if not 1 <= revision <= upstream.latest_revision:
+            raise NotFound(f"config {upstream.name!r} has no revision {revision}")
+        return upstream_revision(app, upstream, revision)
+    found, first = stage.newest_eligible(
+        lambda r: upstream_revision(app, upstream, r), upstream.latest_revision, policy, now
+    )
+    if found is None:
+        why = first.why if first is not None else f"{upstream.name} has no revision yet"
+        raise DomainError(f"nothing to promote to {config.name}: {why}")
+    return found  # (a Complete deployment changes no more: its read needs no guard)
+
+
+def auto_promote(app: RolloutsApp, name: str, meta: Meta, now: datetime) -> tuple[int | None, bool]:
+    """The controller's promotion of auto stage `name` (I11): the newest upstream revision eligible at `now`
+    and newer than any promoted before, queued behind what is open. Returns the new revision (None: none was
+    due, or the stage is paused: a pause applies as to any rollout) and whether an upstream revision soaks
+    (it will be due: a controller run --until-idle waits for it). Two controllers at once: one save wins, the
+    other decides again on fresh aggregates and finds the revision promoted already."""
+    found, soaking = _look(app, name, now)
+    if found is None:
+        return None, soaking
+
+    def decision() -> tuple[list[Any], int | None]:
+        config = app.config(name)
+        policy = stage.policy_of(config.spec)
+        if policy is None or not policy.auto or config.paused:
+            return [], None
+        upstream = app.config(policy.upstream)
+        above = promotion.promoted_upto(config, policy.upstream)
+        found, _ = stage.newest_eligible(
+            lambda r: upstream_revision(app, upstream, r), upstream.latest_revision, policy, now, above
+        )
+        if found is None:
+            return [], None
+        opened = app.open_deployments(config)
+        aggregates = promotion.promote(config, opened, found, policy, now, meta, queue=True, automatic=True)
+        return aggregates, config.latest_revision
+
+    return app.decide(decision), False
+
+
+def _look(app: RolloutsApp, name: str, now: datetime) -> tuple[UpstreamRevision | None, bool]:
+    """A look before deciding (on the aggregates as the log has them, decided on again if it finds one): the
+    revision an automatic promotion of `name` would take, and whether a newer one soaks."""
+    try:
+        config: DeploymentConfig = peek(app, ids.config_id(name))
+        policy = stage.policy_of(config.spec)
+        if policy is None or not policy.auto or config.paused:
+            return None, False
+        upstream: DeploymentConfig = peek(app, ids.config_id(policy.upstream))
+        above = promotion.promoted_upto(config, policy.upstream)
+        if upstream.latest_revision <= above:
+            return None, False
+        found, first = stage.newest_eligible(
+            lambda r: upstream_revision(app, upstream, r), upstream.latest_revision, policy, now, above
+        )
+    except NotFound:  # an upstream not (yet) in the log
+        return None, False
+    finally:
+        app.forget_reads()
+    return found, first is not None and first.seconds_left is not None
+
+
+def check_config(app: DecidingApp, name: str, spec: dict[str, Any]) -> None:
+    """A stage's config: its upstream exists (NotFound: exit 4), and `--from` makes no cycle (exit 2). Read in
+    the decision that saves the spec, each upstream guarded: a racing `config set` that would close a cycle
+    makes this save fail and decide again."""
+    policy = stage.policy_of(spec)
+    if policy is None:
+        return
+
+    def upstream_of(other: str) -> str | None:
+        config = app.config(other)
+        app.guard(config.id, config.version)
+        return (stage.policy_of(config.spec) or _NONE).upstream or None
+
+    stage.check_no_cycle(name, policy.upstream, upstream_of)
+
+
+_NONE = StagePolicy("", ())
+
+
+def stage_names(configs: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """Each stage's upstream, by name, of configs given as (name, spec)."""
+    return {n: p.upstream for n, spec in configs if (p := stage.policy_of(spec)) is not None}
+
+
+__all__ = ["auto_promote", "check_config", "latest", "stage_names", "upstream_revision"]
