@@ -15,7 +15,7 @@ from .deployment import Deployment
 from .errors import DomainError
 from .meta import Meta
 from .rollout import settle, trigger
-from .stage import StagePolicy, UpstreamRevision, eligibility, promoted_spec, promotion_cause
+from .stage import AUTOMATIC, StagePolicy, UpstreamRevision, eligibility, promoted_spec, promotion_cause
 
 
 def waiting(config: DeploymentConfig, open_deployments: Sequence[Deployment]) -> list[Deployment]:
@@ -77,4 +77,5 @@ def promote(
         config.check_can_roll_out(supersedable=False)
     config.change_spec(promoted_spec(config.spec, upstream, policy), meta)
     cause = promotion_cause(policy.upstream, upstream.revision)
+    message = AUTOMATIC if automatic and message is None else message  # what I11's audit tells them by
     return enqueue(config, open_deployments, cause=cause, message=message, meta=meta)

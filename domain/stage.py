@@ -17,6 +17,7 @@ from .reasons import AUTO_ROLLBACK
 from .sequence import FAILED, INCONCLUSIVE_OUTCOME
 
 PROMOTION = "promotion of"  # the cause of a deployment a stage took from its upstream
+AUTOMATIC = "promoted automatically"  # the message of a promotion the controller decided (an auto stage's)
 # The spec's stage fields at their defaults: a spec without a stage stores none of them (its hash unchanged).
 STAGE_DEFAULTS: dict[str, Any] = {"upstream": None, "artifact": None, "soak": 0, "promote": "manual"}
 Promote = Literal["manual", "auto"]
@@ -72,6 +73,9 @@ class UpstreamRevision:
     reason: str | None = None
 
 
+_VERIFY_KEYS = ("verify", "verify_count", "failure_limit", "inconclusive_limit", "steps")  # what passed() reads
+
+
 @dataclass
 class _Verification:
     spec: dict[str, Any]
@@ -97,22 +101,21 @@ class _Verification:
         return True
 
 
-def fold_upstream(
-    config: str, revision: int, events: Iterable[tuple[str, datetime, Mapping[str, Any]]]
-) -> UpstreamRevision:
-    """An upstream revision from its deployment's events (type, timestamp, data), in order."""
-    found = UpstreamRevision(config, revision)
-    check = _Verification({})
-    for type_, at, data in events:
+class UpstreamFold:
+    """Folds one deployment's events, in order, into the UpstreamRevision a stage reads (`found`)."""
+
+    def __init__(self, config: str, revision: int) -> None:
+        self.found = UpstreamRevision(config, revision)
+        self.check = _Verification({})
+
+    def feed(self, type_: str, at: datetime, data: Mapping[str, Any]) -> None:
+        found, check = self.found, self.check
         if type_ == "Created":
             spec = dict(data.get("spec") or {})
-            found.cause, found.env, check = (
-                str(data.get("cause") or ""),
-                dict(spec.get("env") or {}),
-                _Verification(spec),
-            )
+            found.cause, found.env = str(data.get("cause") or ""), dict(spec.get("env") or {})
+            self.check = check = _Verification({k: spec[k] for k in _VERIFY_KEYS if k in spec})
         elif type_ == "RetryRequested":
-            check = _Verification(check.spec)
+            self.check = check = _Verification(check.spec)
         elif type_ == "MeasurementRecorded":
             tally = check.tallies.setdefault(int(data.get("step", 1)), {})
             outcome = str(data.get("outcome", INCONCLUSIVE_OUTCOME))
@@ -127,7 +130,16 @@ def fold_upstream(
             found.completed_at, found.verified = None, False
         if found.phase == phases.FAILED:
             found.reason = data.get("reason") or "cancelled"
-    return found
+
+
+def fold_upstream(
+    config: str, revision: int, events: Iterable[tuple[str, datetime, Mapping[str, Any]]]
+) -> UpstreamRevision:
+    """An upstream revision from its deployment's events (type, timestamp, data), in order."""
+    fold = UpstreamFold(config, revision)
+    for type_, at, data in events:
+        fold.feed(type_, at, data)
+    return fold.found
 
 
 # -- eligibility --------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ def upstream_revision(app: DecidingApp, upstream: DeploymentConfig, revision: in
         found.reason = deployment.reason
         return found
     events = app.events.get(ids.deployment_id(upstream.id, revision))
-    return stage.fold_upstream(upstream.name, revision, ((type(e).__name__, e.timestamp, e.__dict__) for e in events))
+    read = ((type(e).__name__, e.__dict__["timestamp"], e.__dict__) for e in events)  # (the protocol has no time)
+    return stage.fold_upstream(upstream.name, revision, read)
 
 
 def latest(
@@ -109,6 +110,9 @@ def auto_promote(app: RolloutsApp, name: str, meta: Meta, now: datetime) -> tupl
         if policy is None or not policy.auto or config.paused:
             return [], None
         upstream = app.config(policy.upstream)
+        # An upstream revision that ends meanwhile moves its config (RolloutEnded): this save then fails and
+        # is decided again, so what it promotes is the newest eligible as the log stands when it commits.
+        app.guard(upstream.id, upstream.version)
         above = promotion.promoted_upto(config, policy.upstream)
         found, _ = stage.newest_eligible(
             lambda r: upstream_revision(app, upstream, r), upstream.latest_revision, policy, now, above

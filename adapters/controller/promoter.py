@@ -34,7 +34,7 @@ class Promoter:
         now = datetime.now(UTC)
         made, self.soaking = 0, 0
         for row in self.projections.query("desired", stages.AUTO):
-            name, upstream = row["name"], row["upstream"]
+            name, upstream = str(row["name"]), str(row["upstream"])
             try:
                 revision, soaking = promotion.auto_promote(self.app, name, self.meta(), now)
             except (WriteConflict, DomainError, NotFound) as error:
