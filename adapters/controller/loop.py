@@ -138,7 +138,7 @@ class Controller:
         self.executor = Executor(app, runtime, claimant, actor, cwd, fence)
         self.leases = Leases(app, where=where)
         self.log = log or (lambda _: None)
-        self.promoter = Promoter(app, projections, self.executor.meta, self.log)
+        self.promoter = Promoter(app, self.executor.meta, self.log)
         self.stopping = threading.Event()
         self.twins: Twins | None = None  # the long-running controllers of this home, once run() runs
         # Looking for shims that vanished (runtime.observe) costs a look at every active deployer:
@@ -203,7 +203,7 @@ class Controller:
             except (WriteConflict, DomainError, NotFound) as error:
                 self.log(f"skipped {_kinds(batch)}: {error}")
         self._prune()
-        promoted = 0 if self.stopping.is_set() else self.promoter.run()  # 7.10: auto stages
+        promoted = 0 if self.stopping.is_set() else self.promoter.run(self.projections)  # 7.10: auto stages
         # What waits for an approval or a freeze keeps no --until-idle controller running.
         # Nor does a deployment paused for `rollout promote` (7.6). An upstream revision soaking does.
         waiting = sum(not gated(r, frozen, now) and not waits_for_human(r) for r in rows)

@@ -3,6 +3,7 @@ promoted from its upstream's newest eligible revision, decided on the aggregates
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -19,21 +20,23 @@ Log = Callable[[str], None]
 class Promoter:
     """Promotes the auto stages; `soaking` says how many wait for an upstream revision to soak."""
 
-    def __init__(
-        self, app: RolloutsApp, projections: ProjectionStore, meta: Callable[[], dict[str, Any]], log: Log
-    ) -> None:
+    def __init__(self, app: RolloutsApp, meta: Callable[[], dict[str, Any]], log: Log) -> None:
         self.app = app
-        self.projections = projections
         self.meta = meta
         self.log = log
         self.soaking = 0
 
-    def run(self) -> int:
-        """One pass (the desired view caught up already): the promotions made. The clock is read here, after
+    def run(self, projections: ProjectionStore) -> int:
+        """One pass (`projections`: the controller's, its desired view caught up already): the promotions made. The clock is read here, after
         the pass's reports: an upstream revision that became Complete in them is eligible (soak 0) now."""
         now = datetime.now(UTC)
         made, self.soaking = 0, 0
-        for row in self.projections.query("desired", stages.AUTO):
+        try:
+            auto = projections.query("desired", stages.AUTO)
+        except sqlite3.OperationalError as error:  # a view frozen as an older version left it (no table)
+            self.log(f"no promotions this pass: {error}")
+            return 0
+        for row in auto:
             name, upstream = str(row["name"]), str(row["upstream"])
             try:
                 revision, soaking = promotion.auto_promote(self.app, name, self.meta(), now)
