@@ -3,6 +3,7 @@ and artifact, and the upstream revision waiting for it; read from the history an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,28 @@ def pipeline(history: sqlite_utils.Database, audit: sqlite_utils.Database, name:
         downs.setdefault(up, []).append(down)
     order = [n for n in stage.pipeline(name, ups.get, lambda n: downs.get(n, [])) if n in specs]
     return [_stage_row(history, audit, n, specs, downs, now) for n in order]
+
+
+def pipelines(
+    history: sqlite_utils.Database, audit: Callable[[], sqlite_utils.Database], now: datetime
+) -> list[list[Row]]:
+    """Every pipeline of stages, each in order (as `pipeline`), by its first config's name; `audit` opens
+    the audit view, asked for only when there is a stage."""
+    specs = {row["name"]: row["spec"] for row in history_queries.configs(history)}
+    ups = {n: p.upstream for n, spec in specs.items() if (p := stage.policy_of(spec)) is not None}
+    roots = sorted({_root(n, ups) for n in ups})
+    if not roots:
+        return []
+    db = audit()
+    return [pipeline(history, db, root, now) for root in roots]
+
+
+def _root(name: str, ups: dict[str, str]) -> str:
+    seen = {name}
+    while (up := ups.get(name)) is not None and up not in seen:
+        seen.add(up)
+        name = up
+    return name
 
 
 def _stage_row(

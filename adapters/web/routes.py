@@ -18,7 +18,7 @@ from ...domain.names import validate_name
 from ...domain.times import utc_text
 from ...projections import attempt_queries, history_queries
 from ...projections.audit_queries import EventFilter
-from ...service import documents, event_documents
+from ...service import documents, event_documents, stage_view
 from . import pages, timeline
 
 HTML, JSON = "text/html; charset=utf-8", "application/json"
@@ -80,7 +80,9 @@ def _name(text: str) -> str:
 def _index(state: Any, metrics: Any, params: dict[str, str]) -> Response:
     _only(params, ())
     store = state.read("history")
-    return _html(pages.index(documents.config_list(store.db("history"), datetime.now(UTC)), store.source.head()))
+    now = datetime.now(UTC)
+    pipelines = stage_view.pipelines(store.db("history"), lambda: state.read("audit").db("audit"), now)
+    return _html(pages.index(documents.config_list(store.db("history"), now), store.source.head(), pipelines))
 
 
 def _config(state: Any, metrics: Any, params: dict[str, str], name: str) -> Response:
