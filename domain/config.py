@@ -57,7 +57,8 @@ class DeploymentConfig(Aggregate):
             raise DomainError(
                 f"the slot of {self.name} is held by revision {held['revision']} attempt {held['attempt']}"
             )
-        if revision != self.latest_revision or self.open_revisions != [revision]:
+        # The oldest open revision only: a newer one (queued, 7.10, or superseding) waits until it is terminal.
+        if revision not in self.open_revisions or revision != min(self.open_revisions):
             raise DomainError(f"revision {revision} of {self.name} must wait for older revisions")
 
     # -- commands ------------------------------------------------------------

@@ -225,6 +225,7 @@ def test_queue_waits_and_supersedes_the_waiting_one() -> None:
     assert first.phase == phases.NEW and config.open_revisions == [1, 3] and third.revision == 3
     with pytest.raises(DomainError):  # the queued one waits for the open one
         config.check_can_claim(3)
+    config.check_can_claim(1)  # which may be claimed, though no longer the latest
 
 
 def test_queue_refused_while_paused() -> None:

@@ -112,7 +112,7 @@ def test_a_failed_upstream_revision_is_never_promoted(rollouts: Rollouts) -> Non
 
 
 def test_queue_waits_and_a_newer_one_supersedes_the_waiting_one(rollouts: Rollouts) -> None:
-    ok(rollouts.run("config", "create", "web", "--", "sleep", "30"))
+    ok(rollouts.run("config", "create", "web", "--", "true"))
     ok(rollouts.run("rollout", "latest", "web"))
     assert rollouts.run("rollout", "latest", "web").exit_code == 1  # without --queue: refused, as before
     assert ok(rollouts.run("rollout", "latest", "web", "--queue")).stdout.strip() == "2"
@@ -124,8 +124,10 @@ def test_queue_waits_and_a_newer_one_supersedes_the_waiting_one(rollouts: Rollou
         (3, "New", None),
     ]
     assert "queued behind version 1" in ok(rollouts.run("rollout", "status", "web")).stdout
-    ok(rollouts.sh("controller", "run", "--once"))
-    ok(rollouts.run("rollout", "cancel", "web"))  # cancels every open one, the queued one too
+    until_idle(rollouts)  # version 1, never claimed before, runs first (no longer the latest), then 3
+    rows = history(rollouts, "web")
+    assert [r["phase"] for r in rows] == ["Complete", "Failed", "Complete"]
+    assert rows[0]["finished_at"] <= rows[2]["started_at"]
     assert as_json(rollouts.run("audit", "-o", "json"))["ok"]
 
 
