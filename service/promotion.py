@@ -94,15 +94,13 @@ def _chosen(
     return found  # (a Complete deployment changes no more: its read needs no guard)
 
 
-def auto_promote(app: RolloutsApp, name: str, meta: Meta, now: datetime) -> tuple[int | None, bool]:
+def auto_promote(app: RolloutsApp, name: str, meta: Meta, now: datetime) -> int | None:
     """The controller's promotion of auto stage `name` (I11): the newest upstream revision eligible at `now`
     and newer than any promoted before, queued behind what is open. Returns the new revision (None: none was
-    due, or the stage is paused: a pause applies as to any rollout) and whether an upstream revision soaks
-    (it will be due: a controller run --until-idle waits for it). Two controllers at once: one save wins, the
-    other decides again on fresh aggregates and finds the revision promoted already."""
-    found, soaking = _look(app, name, now)
-    if found is None:
-        return None, soaking
+    due, or the stage is paused: a pause applies as to any rollout). Two controllers at once: one save wins,
+    the other decides again on fresh aggregates and finds the revision promoted already."""
+    if _look(app, name, now) is None:
+        return None
 
     def decision() -> tuple[list[Any], int | None]:
         config = app.config(name)
@@ -123,29 +121,29 @@ def auto_promote(app: RolloutsApp, name: str, meta: Meta, now: datetime) -> tupl
         aggregates = promotion.promote(config, opened, found, policy, now, meta, queue=True, automatic=True)
         return aggregates, config.latest_revision
 
-    return app.decide(decision), False
+    return app.decide(decision)
 
 
-def _look(app: RolloutsApp, name: str, now: datetime) -> tuple[UpstreamRevision | None, bool]:
+def _look(app: RolloutsApp, name: str, now: datetime) -> UpstreamRevision | None:
     """A look before deciding (on the aggregates as the log has them, decided on again if it finds one): the
-    revision an automatic promotion of `name` would take, and whether a newer one soaks."""
+    revision an automatic promotion of `name` would take."""
     try:
         config: DeploymentConfig = peek(app, ids.config_id(name))
         policy = stage.policy_of(config.spec)
         if policy is None or not policy.auto or config.paused:
-            return None, False
+            return None
         upstream: DeploymentConfig = peek(app, ids.config_id(policy.upstream))
         above = promotion.promoted_upto(config, policy.upstream)
         if upstream.latest_revision <= above:
-            return None, False
-        found, first = stage.newest_eligible(
+            return None
+        found, _ = stage.newest_eligible(
             lambda r: upstream_revision(app, upstream, r), upstream.latest_revision, policy, now, above
         )
     except NotFound:  # an upstream not (yet) in the log
-        return None, False
+        return None
     finally:
         app.forget_reads()
-    return found, first is not None and first.seconds_left is not None
+    return found
 
 
 def check_config(app: DecidingApp, name: str, spec: dict[str, Any]) -> None:

@@ -205,9 +205,9 @@ class Controller:
         self._prune()
         promoted = 0 if self.stopping.is_set() else self.promoter.run(self.projections)  # 7.10: auto stages
         # What waits for an approval or a freeze keeps no --until-idle controller running.
-        # Nor does a deployment paused for `rollout promote` (7.6). An upstream revision soaking does.
+        # Nor does a deployment paused for `rollout promote` (7.6), nor an upstream revision soaking (7.10).
         waiting = sum(not gated(r, frozen, now) and not waits_for_human(r) for r in rows)
-        return waiting + self.promoter.soaking, len(actions) + promoted
+        return waiting, len(actions) + promoted
 
     def _narrate(self, batch: tuple[Action, ...]) -> None:
         first = batch[0]

@@ -18,19 +18,20 @@ Log = Callable[[str], None]
 
 
 class Promoter:
-    """Promotes the auto stages; `soaking` says how many wait for an upstream revision to soak."""
+    """Promotes the auto stages. An upstream revision that soaks keeps no `--until-idle` controller running
+    (as a freeze does not): it is promoted by the first pass after its soak."""
 
     def __init__(self, app: RolloutsApp, meta: Callable[[], dict[str, Any]], log: Log) -> None:
         self.app = app
         self.meta = meta
         self.log = log
-        self.soaking = 0
 
     def run(self, projections: ProjectionStore) -> int:
-        """One pass (`projections`: the controller's, its desired view caught up already): the promotions made. The clock is read here, after
-        the pass's reports: an upstream revision that became Complete in them is eligible (soak 0) now."""
+        """One pass (`projections`: the controller's, its desired view caught up already): the promotions made.
+        The clock is read here, after the pass's reports: an upstream revision that became Complete in them
+        is eligible (soak 0) now."""
         now = datetime.now(UTC)
-        made, self.soaking = 0, 0
+        made = 0
         try:
             auto = projections.query("desired", stages.AUTO)
         except sqlite3.OperationalError as error:  # a view frozen as an older version left it (no table)
@@ -39,11 +40,10 @@ class Promoter:
         for row in auto:
             name, upstream = str(row["name"]), str(row["upstream"])
             try:
-                revision, soaking = promotion.auto_promote(self.app, name, self.meta(), now)
+                revision = promotion.auto_promote(self.app, name, self.meta(), now)
             except (WriteConflict, DomainError, NotFound) as error:
                 self.log(f"skipped promotion of {name}: {error}")
                 continue
-            self.soaking += soaking
             if revision is not None:
                 made += 1
                 self.log(f"promote {name} v{revision} from {upstream}")

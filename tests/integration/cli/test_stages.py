@@ -6,6 +6,7 @@ restarts and two controllers on one log (SQLite and PostgreSQL), pauses, and a s
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -219,3 +220,18 @@ def test_a_stages_automatic_rollback_restores_its_artifact_and_promotes_nothing_
     assert len(history(rollouts, "staging")) == 3  # dev revision 2 is not promoted again
     assert promotions(rollouts, "prod") == [("staging", 1)]  # a rollback is not promoted down the chain
     assert as_json(rollouts.run("audit", "-o", "json"))["ok"]
+
+
+def test_status_of_a_stage_says_what_soaks_upstream(rollouts: Rollouts) -> None:
+    pipeline(rollouts, promote="auto")
+    ok(rollouts.run("rollout", "latest", "dev"))
+    until_idle(rollouts)  # staging and prod promoted by the controller
+    ok(rollouts.run("config", "set", "prod", "--soak", "3600"))
+    ok(rollouts.run("config", "set", "dev", "--env", "IMAGE=app:2"))
+    ok(rollouts.run("rollout", "latest", "dev"))
+    until_idle(rollouts)  # staging takes dev v2; prod waits for it to soak
+    status = ok(rollouts.run("rollout", "status", "prod")).stdout
+    assert re.search(
+        r"prod version 1 \(attempt 1\): Complete; upstream staging version 2 soaking, 3\d{3}s left", status
+    )
+    assert promotions(rollouts, "prod") == [("staging", 1)]
