@@ -76,7 +76,7 @@ class Desired(Projection):
     def create(self, db: sqlite_utils.Database) -> None:
         db.execute(CREATE)
         freezes.create(db)
-        stages.create(db)
+        stages.create_table(db)
         db.execute("CREATE INDEX IF NOT EXISTS open_phase ON open_deployments (phase)")
 
     def fold(self, conn: StatementSink) -> DesiredFold:

@@ -22,7 +22,7 @@ def wants(kind: str, type_: str) -> bool:
     return kind == "config" and type_ in TYPES
 
 
-def create(db: sqlite_utils.Database) -> None:
+def create_table(db: sqlite_utils.Database) -> None:
     db.execute(CREATE)
 
 

@@ -20,8 +20,8 @@ from .deciding import DecidingApp, Meta, config_spec, config_spec_of
 from .deciding import Decision as Decision
 from .deciding import NotUTF8 as NotUTF8
 from .deciding import WriteConflict as WriteConflict
-from .promotion import check_config as check_stage
 from .rollbacks import rollback_for
+from .stage_checks import check_config as check_stage
 
 if TYPE_CHECKING:
     from datetime import datetime

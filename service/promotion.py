@@ -3,21 +3,20 @@ config, and the controller's automatic promotions; each decided on aggregates wi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..domain import ids, phases, promotion, rollout, stage
 from ..domain.config import DeploymentConfig
 from ..domain.errors import DomainError, NotFound, UsageError
+from ..domain.meta import Meta
 from ..domain.stage import StagePolicy, UpstreamRevision
 from .commands import peek
 
 if TYPE_CHECKING:
     from .application import RolloutsApp
     from .deciding import DecidingApp
-
-Meta = dict[str, Any]
 
 
 def upstream_revision(app: DecidingApp, upstream: DeploymentConfig, revision: int) -> UpstreamRevision:
@@ -146,28 +145,4 @@ def _look(app: RolloutsApp, name: str, now: datetime) -> UpstreamRevision | None
     return found
 
 
-def check_config(app: DecidingApp, name: str, spec: dict[str, Any]) -> None:
-    """A stage's config: its upstream exists (NotFound: exit 4), and `--from` makes no cycle (exit 2). Read in
-    the decision that saves the spec, each upstream guarded: a racing `config set` that would close a cycle
-    makes this save fail and decide again."""
-    policy = stage.policy_of(spec)
-    if policy is None:
-        return
-
-    def upstream_of(other: str) -> str | None:
-        config = app.config(other)
-        app.guard(config.id, config.version)
-        return (stage.policy_of(config.spec) or _NONE).upstream or None
-
-    stage.check_no_cycle(name, policy.upstream, upstream_of)
-
-
-_NONE = StagePolicy("", ())
-
-
-def stage_names(configs: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, str]:
-    """Each stage's upstream, by name, of configs given as (name, spec)."""
-    return {n: p.upstream for n, spec in configs if (p := stage.policy_of(spec)) is not None}
-
-
-__all__ = ["auto_promote", "check_config", "latest", "stage_names", "upstream_revision"]
+__all__ = ["auto_promote", "latest", "upstream_revision"]

@@ -23,8 +23,7 @@ from ..projections.health import is_broken
 from .bootstrap import bootstrap
 
 if TYPE_CHECKING:
-    from ..adapters.store.port import LogRecorder
-    from ..adapters.store.port import Backend
+    from ..adapters.store.port import Backend, LogRecorder
     from ..projections.store import ProjectionStore
     from .application import RolloutsApp
 

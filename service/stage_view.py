@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..domain import phases, stage
 from ..domain.errors import NotFound
 from ..projections import audit_queries, history_queries
+from ..projections.rows import ViewRow as Row
 
 if TYPE_CHECKING:
     import sqlite_utils
-
-Row = dict[str, Any]
 
 
 def promoted_from(cause: str | None) -> Row | None:

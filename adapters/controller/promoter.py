@@ -14,14 +14,12 @@ from ...projections.store import ProjectionStore
 from ...service import promotion
 from ...service.application import RolloutsApp, WriteConflict
 
-Log = Callable[[str], None]
-
 
 class Promoter:
     """Promotes the auto stages. An upstream revision that soaks keeps no `--until-idle` controller running
     (as a freeze does not): it is promoted by the first pass after its soak."""
 
-    def __init__(self, app: RolloutsApp, meta: Callable[[], dict[str, Any]], log: Log) -> None:
+    def __init__(self, app: RolloutsApp, meta: Callable[[], dict[str, Any]], log: Callable[[str], None]) -> None:
         self.app = app
         self.meta = meta
         self.log = log
