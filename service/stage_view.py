@@ -1,15 +1,16 @@
 """What the views show of stages (DESIGN 7.10): the pipeline a config belongs to, each stage's latest revision
-and artifact, and the upstream revision waiting for it; read from the history and audit views."""
+and artifact, and the upstream revision waiting for it; read from the history view. (What is shown, not what
+is decided: a promotion decides on the upstream's own events, service/promotion.py; here an upstream row that
+is Complete is taken as verified, as I9 holds it, and its Complete time is the row's finished_at.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..domain import phases, stage
 from ..domain.errors import NotFound
-from ..projections import audit_queries, history_queries
+from ..projections import history_queries
 from ..projections.rows import ViewRow as Row
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ def promoted_from(cause: str | None) -> Row | None:
     return None if source is None else {"config": source[0], "revision": source[1]}
 
 
-def pipeline(history: sqlite_utils.Database, audit: sqlite_utils.Database, name: str, now: datetime) -> list[Row]:
+def pipeline(history: sqlite_utils.Database, name: str, now: datetime) -> list[Row]:
     """The stages of `name`'s pipeline in order, each with its latest revision, phase, artifact values, the
     upstream revision it was promoted from, and the upstream revision waiting for it (`waiting`: eligible,
     or soaking with seconds left; None when nothing newer waits)."""
@@ -32,21 +33,15 @@ def pipeline(history: sqlite_utils.Database, audit: sqlite_utils.Database, name:
     for down, up in ups.items():
         downs.setdefault(up, []).append(down)
     order = [n for n in stage.pipeline(name, ups.get, lambda n: downs.get(n, [])) if n in specs]
-    return [_stage_row(history, audit, n, specs, downs, now) for n in order]
+    return [_stage_row(history, n, specs, downs, now) for n in order]
 
 
-def pipelines(
-    history: sqlite_utils.Database, audit: Callable[[], sqlite_utils.Database], now: datetime
-) -> list[list[Row]]:
-    """Every pipeline of stages, each in order (as `pipeline`), by its first config's name; `audit` opens
-    the audit view, asked for only when there is a stage."""
+def pipelines(history: sqlite_utils.Database, now: datetime) -> list[list[Row]]:
+    """Every pipeline of stages, each in order (as `pipeline`), by its first config's name."""
     specs = {row["name"]: row["spec"] for row in history_queries.configs(history)}
     ups = {n: p.upstream for n, spec in specs.items() if (p := stage.policy_of(spec)) is not None}
     roots = sorted({_root(n, ups) for n in ups})
-    if not roots:
-        return []
-    db = audit()
-    return [pipeline(history, db, root, now) for root in roots]
+    return [pipeline(history, root, now) for root in roots]
 
 
 def _root(name: str, ups: dict[str, str]) -> str:
@@ -59,7 +54,6 @@ def _root(name: str, ups: dict[str, str]) -> str:
 
 def _stage_row(
     history: sqlite_utils.Database,
-    audit: sqlite_utils.Database,
     name: str,
     specs: dict[str, Row],
     downs: dict[str, list[str]],
@@ -79,7 +73,7 @@ def _stage_row(
         "phase": latest["phase"] if latest else None,
         "artifact": {k: env.get(k) for k in keys},
         "promoted_from": promoted_from(latest["cause"]) if latest else None,
-        "waiting": waiting(history, audit, name, now, specs[name], rows) if policy else None,
+        "waiting": waiting(history, name, now, specs[name], rows) if policy else None,
     }
 
 
@@ -90,7 +84,6 @@ def _keys(spec: Row) -> tuple[str, ...]:
 
 def waiting(
     history: sqlite_utils.Database,
-    audit: sqlite_utils.Database,
     name: str,
     now: datetime,
     spec: Row,
@@ -113,19 +106,21 @@ def waiting(
             break
         if row["phase"] != phases.COMPLETE:
             continue
-        verdict = stage.eligibility(_upstream(audit, policy.upstream, row["revision"]), policy, now)
+        verdict = stage.eligibility(_upstream(policy.upstream, row), policy, now)
         if verdict.eligible or verdict.seconds_left is not None:
             left = None if verdict.seconds_left is None else round(verdict.seconds_left, 1)
             return {"version": row["revision"], "eligible": verdict.eligible, "seconds_left": left, "why": verdict.why}
     return None
 
 
-def _upstream(audit: sqlite_utils.Database, config: str, revision: int) -> stage.UpstreamRevision:
-    only = audit_queries.EventFilter(config=config, revision=revision)
-    events = audit_queries.events(audit, only)
-    return stage.fold_upstream(
-        config, revision, ((e["type"], datetime.fromisoformat(e["timestamp"]), e["data"]) for e in events)
-    )
+def _upstream(config: str, row: Row) -> stage.UpstreamRevision:
+    """An upstream revision as its history row shows it (Complete: verified, by I9; Complete since finished_at)."""
+    complete = row["phase"] == phases.COMPLETE and row["finished_at"] is not None
+    found = stage.UpstreamRevision(config, row["revision"], row["phase"], str(row["cause"] or ""))
+    found.env = dict(row["spec"].get("env") or {})
+    found.completed_at = datetime.fromisoformat(row["finished_at"]) if complete else None
+    found.verified = complete
+    return found
 
 
 def queued_text(rows: list[Row]) -> str:
@@ -137,14 +132,12 @@ def queued_text(rows: list[Row]) -> str:
     return f"; queued behind version {ahead[-1]}" if ahead else ""
 
 
-def upstream_text(
-    history: sqlite_utils.Database, audit: sqlite_utils.Database, name: str, rows: list[Row], now: datetime
-) -> str:
+def upstream_text(history: sqlite_utils.Database, name: str, rows: list[Row], now: datetime) -> str:
     """For a stage, what waits upstream: `; upstream U version N soaking, S s left`, or that it is eligible."""
     specs = history_queries.configs(history, name)
     spec = specs[0]["spec"] if specs else {}
     policy = stage.policy_of(spec)
-    wait = waiting(history, audit, name, now, spec, rows)
+    wait = waiting(history, name, now, spec, rows)
     if wait is None or policy is None:
         return ""
     if wait["eligible"]:

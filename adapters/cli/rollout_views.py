@@ -234,8 +234,7 @@ def _stage_text(
         return ""
     text = stage_view.queued_text(rows)
     if row["spec"].get("upstream"):
-        history, audit = state.read("history").db("history"), state.read("audit").db("audit")
-        text += stage_view.upstream_text(history, audit, name, rows, datetime.now(UTC))
+        text += stage_view.upstream_text(state.read("history").db("history"), name, rows, datetime.now(UTC))
     return text
 
 

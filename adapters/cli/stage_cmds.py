@@ -78,9 +78,7 @@ def stages(state: State, name: str, output: str) -> None:
       rollouts stages web-prod
       rollouts stages web-dev -o json | jq '.[].artifact'
     """
-    history = state.read("history").db("history")
-    audit = state.read("audit").db("audit")
-    rows = stage_view.pipeline(history, audit, name, datetime.now(UTC))
+    rows = stage_view.pipeline(state.read("history").db("history"), name, datetime.now(UTC))
     if output == "json":
         emit_json(rows)
         return

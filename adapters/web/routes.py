@@ -81,7 +81,7 @@ def _index(state: Any, metrics: Any, params: dict[str, str]) -> Response:
     _only(params, ())
     store = state.read("history")
     now = datetime.now(UTC)
-    pipelines = stage_view.pipelines(store.db("history"), lambda: state.read("audit").db("audit"), now)
+    pipelines = stage_view.pipelines(store.db("history"), now)
     return _html(pages.index(documents.config_list(store.db("history"), now), store.source.head(), pipelines))
 
 
