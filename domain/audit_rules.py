@@ -1,5 +1,6 @@
 """Every rule `audit` checks over the log's events, fed in one pass: I1-I3 (audit), G1 and G2 (gate_audit),
-I9 and I10 (step_audit). Each event is read and decoded once, and handed to each check that reads it."""
+I9 and I10 (step_audit), I11 (stage_audit). Each event is read and decoded once, and handed to each check
+that reads it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from .audit import Auditor, Violation
 from .gate_audit import TYPES as GATE_TYPES
 from .gate_audit import GateAuditor
+from .stage_audit import StageAuditor
 from .step_audit import CONFIG_TYPES, StepAuditor
 
 # The event types besides a deployment's own that some check reads (what a reader must select).
@@ -21,19 +23,21 @@ RuleEvent = tuple[int, str, str | None, int | None, str, dict[str, Any], bool]
 
 
 def audit_rules(events: Iterable[RuleEvent]) -> list[Violation]:
-    """The violations of every rule, by check (I1-I3, then G1-G2, then I9-I10), each in log order."""
-    deployments, gates, steps = Auditor(), GateAuditor(), StepAuditor()
+    """The violations of every rule, by check (I1-I3, then G1-G2, then I9-I10, then I11), each in log order."""
+    deployments, gates, steps, stages = Auditor(), GateAuditor(), StepAuditor(), StageAuditor()
     gated, configs = frozenset(GATE_TYPES), frozenset(CONFIG_TYPES)
-    deployment, step, gate = deployments.feed, steps.feed, gates.feed  # looked up once, not per event
+    deployment, step, gate, stage = deployments.feed, steps.feed, gates.feed, stages.feed  # looked up once
     for position, type_, config, revision, at, data, of_deployment in events:
         if of_deployment:
             after = deployment(position, type_, config, revision, data)  # type: ignore[arg-type]
             step(position, type_, config, revision, data, after)  # type: ignore[arg-type]
+            stage(position, type_, config, revision, at, data)  # type: ignore[arg-type]
         elif type_ in configs:
             step(position, type_, config, None, data)  # type: ignore[arg-type]
+            stage(position, type_, config, None, at, data)  # type: ignore[arg-type]
         if type_ in gated:
             gate(position, type_, config, revision, at, data)
-    return [*deployments.violations, *gates.violations, *steps.finish().violations]
+    return [*deployments.violations, *gates.violations, *steps.finish().violations, *stages.violations]
 
 
 __all__ = ["TYPES", "RuleEvent", "Violation", "audit_rules"]

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from . import approval, ids
+from . import approval, ids, stage
 from . import freeze as freezes
 from .errors import DomainError
 from .meta import Meta
@@ -24,6 +24,8 @@ class DeploymentConfig(Aggregate):
     # A lowering of the approval guard that waits for `config approve` (7.11): the guard keys it asks for,
     # and who asked (`requester`: actor, os_user, db_user), or None.
     pending_guard: dict[str, Any] | None = None
+    # 7.10: for a stage, the newest revision of each upstream it was ever promoted from (I11: once each).
+    promoted: dict[str, int] | None = None
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -55,7 +57,8 @@ class DeploymentConfig(Aggregate):
             raise DomainError(
                 f"the slot of {self.name} is held by revision {held['revision']} attempt {held['attempt']}"
             )
-        if revision != self.latest_revision or self.open_revisions != [revision]:
+        # The oldest open revision only: a newer one (queued, 7.10, or superseding) waits until it is terminal.
+        if revision not in self.open_revisions or revision != min(self.open_revisions):
             raise DomainError(f"revision {revision} of {self.name} must wait for older revisions")
 
     # -- commands ------------------------------------------------------------
@@ -177,6 +180,12 @@ class DeploymentConfig(Aggregate):
     def _triggered(self, revision: int, cause: str, message: str | None, meta: Meta) -> None:
         self.latest_revision = revision
         self.open_revisions = [*self.open_revisions, revision]
+        source = stage.promoted_from(cause)
+        if source is not None:
+            self.promoted = {
+                **(self.promoted or {}),
+                source[0]: max(source[1], (self.promoted or {}).get(source[0], 0)),
+            }
 
     @event("SlotClaimed")
     def _slot_claimed(self, revision: int, attempt: int, claimant: str, meta: Meta) -> None:

@@ -209,6 +209,11 @@ class Deployment(DeploymentState, Aggregate):
         why = f"{ABORTED}: {reason}" if reason else ABORTED
         self._abort_requested(attempt=self.attempt, reason=why, meta=meta)
 
+    def supersede(self, by: int, meta: Meta) -> None:
+        """A newer queued revision `by` takes this waiting one's place (7.10): Failed at once, never claimed."""
+        phases.check(self.phase, "Superseded")
+        self._superseded(attempt=self.attempt, by=by, reason=f"superseded by {by}", meta=meta)
+
     def approve(self, meta: Meta) -> None:
         """Four eyes: the attempt may be claimed once someone other than who asked for it approves."""
         self._check_approval(meta)
@@ -374,6 +379,10 @@ class Deployment(DeploymentState, Aggregate):
             self._end(CANCELLED)
         else:
             self.cancel_requested = True
+
+    @event("Superseded")
+    def _superseded(self, attempt: int, by: int, reason: str, meta: Meta) -> None:
+        self._end(reason)
 
     @event("Cancelled")
     def _cancelled(self, attempt: int, meta: Meta) -> None:

@@ -70,6 +70,7 @@ class Change(NamedTuple):
     reason: str | None
     actor: str | None
     timestamp: str
+    promoted_from: dict[str, Any] | None = None  # 7.10: {config, revision} for a stage's promotion, else null
 
     def document(self) -> dict[str, Any]:
         """The body a sink is sent (DESIGN 7.4 keeps the key `version` for the revision)."""

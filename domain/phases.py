@@ -38,6 +38,8 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     "Aborted": ACTIVE,
     # DESIGN 7.11: a stop the controller decided (a timeout, a deletion), written before the signal
     "StopRequested": ACTIVE,
+    # DESIGN 7.10: a queued revision that a newer queued one took the place of, before any claim
+    "Superseded": frozenset({NEW}),
 }
 
 
@@ -55,7 +57,7 @@ def phase_after_step(phase: str, nxt: dict[str, Any] | None) -> str:
     return RUNNING if nxt["kind"] == POST else phase
 
 
-_FAILING = frozenset({"DeployerFailed", "DeployerLost", "Cancelled", "Aborted"})
+_FAILING = frozenset({"DeployerFailed", "DeployerLost", "Cancelled", "Aborted", "Superseded"})
 # Events that end a step well and name the next one (None: the attempt is done, Complete).
 _MOVES = frozenset(
     {"DeployerSucceeded", "HookSucceeded", "HookFailed", "MeasurementRecorded", "PauseEnded", "Promoted"}

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .names import HOOK_TRIES, NAME_PATTERN, validate_name  # noqa: F401 - re-exported
 from .spec_defaults import STEP_DEFAULTS
+from .stage import STAGE_DEFAULTS
 
 ENV_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HOOK_POLICIES = ("abort", "retry", "ignore")
@@ -78,6 +79,12 @@ class Spec(BaseModel):
     # DESIGN 7.9: the analysis templates each step's verification runs, and the values of their arguments.
     analysis: list[str] | None = None
     analysis_args: dict[str, str] | None = None
+    # DESIGN 7.10: a stage takes the values of its `artifact` env keys from `upstream`'s eligible revisions
+    # (domain/stage.py). Config policy, not what a deployment runs; left out of the stored data when unset.
+    upstream: str | None = None
+    artifact: list[str] | None = None
+    soak: int = Field(default=0, ge=0, le=31536000)
+    promote: Literal["manual", "auto"] = "manual"
 
     _command_not_blank = field_validator("command")(classmethod(lambda cls, argv: _argv_not_blank(argv)))
 
@@ -122,6 +129,23 @@ class Spec(BaseModel):
             raise ValueError("the step pause must be 0..86400 seconds, or manual")
         return pause
 
+    @field_validator("upstream")
+    @classmethod
+    def _upstream_name(cls, name: str | None) -> str | None:
+        return None if name is None else validate_name(name)
+
+    @field_validator("artifact")
+    @classmethod
+    def _artifact_keys(cls, keys: list[str] | None) -> list[str] | None:
+        if keys is None:
+            return None
+        if not keys or len(set(keys)) != len(keys):
+            raise ValueError("--artifact names one or more env keys, each once")
+        for key in keys:
+            if not ENV_KEY_PATTERN.fullmatch(key) or key.startswith(RESERVED_PREFIX):
+                raise ValueError(f"invalid artifact key {key[:80]!r}: an env name, not {RESERVED_PREFIX}*")
+        return keys
+
     @field_validator("env")
     @classmethod
     def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
@@ -140,6 +164,10 @@ class Spec(BaseModel):
         both = sorted(set(self.env) & set(self.pass_env))
         if both:
             raise ValueError(f"{both[0]} is both set in env and passed from the controller's environment: keep one")
+        if (self.upstream is None) != (self.artifact is None):
+            raise ValueError("a stage needs both --from UPSTREAM and --artifact KEYS")
+        if self.upstream is None and (self.soak, self.promote) != (0, "manual"):
+            raise ValueError("--soak and --promote are for a stage: give --from UPSTREAM --artifact KEYS too")
         if self.failure_limit >= self.verify_count:
             raise ValueError(
                 f"a failure limit of {self.failure_limit} with {self.verify_count} measurements could never fail:"
@@ -156,7 +184,8 @@ class Spec(BaseModel):
             | (set() if self.require_approval else {"require_approval"})
             | (set() if self.approval_identity != "label" else {"approval_identity"})
         )
-        return unstored | {f for f, default in STEP_DEFAULTS.items() if getattr(self, f) == default}
+        defaults = {**STEP_DEFAULTS, **STAGE_DEFAULTS}
+        return unstored | {f for f, default in defaults.items() if getattr(self, f) == default}
 
     @property
     def step_weights(self) -> list[int]:
@@ -170,7 +199,15 @@ class Spec(BaseModel):
         """What a deployment runs; a change here is a config change. (With pass_env even when empty:
         `undo` lays it over the current spec.)"""
         return self.model_dump(
-            mode="json", exclude={"history_limit", "trigger", "require_approval", "approval_identity", "auto_rollback"}
+            mode="json",
+            exclude={
+                "history_limit",
+                "trigger",
+                "require_approval",
+                "approval_identity",
+                "auto_rollback",
+                *STAGE_DEFAULTS,
+            },
         )
 
     def hook(self, which: str) -> Hook | None:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..domain import phases
-from . import freezes
+from . import freezes, stages
 from .projection import Fold, Projection, StatementSink
 from .records import Record
 from .rows import Table
@@ -69,13 +69,14 @@ class Desired(Projection):
 
     name = "desired"
     # 2: approvals and freezes. 3: steps, measurements and pauses (7.6). 4: the deployment number is
-    # `revision`, as in the events (was `version`).
-    version = 4
-    tables = ("open_deployments", "freezes")
+    # `revision`, as in the events (was `version`). 5: the stages (7.10).
+    version = 5
+    tables = ("open_deployments", "freezes", "stages")
 
     def create(self, db: sqlite_utils.Database) -> None:
         db.execute(CREATE)
         freezes.create(db)
+        stages.create_table(db)
         db.execute("CREATE INDEX IF NOT EXISTS open_phase ON open_deployments (phase)")
 
     def fold(self, conn: StatementSink) -> DesiredFold:
@@ -86,12 +87,14 @@ class DesiredFold(Fold):
     def __init__(self, conn: StatementSink) -> None:
         self.table = Table(conn, "open_deployments", COLUMNS, "stream")
         self.freezes = freezes.FreezeTable(conn)
+        self.stages = stages.StageTable(conn)
 
     def from_zero(self) -> None:
         self.table.from_zero()
+        self.stages.from_zero()
 
     def wants(self, kind: str, type_: str) -> bool:
-        return kind == "deployment" or freezes.wants(kind, type_)
+        return kind == "deployment" or freezes.wants(kind, type_) or stages.wants(kind, type_)
 
     def needs_data(self, kind: str, type_: str) -> bool:
         return type_ not in _NO_DATA
@@ -103,6 +106,8 @@ class DesiredFold(Fold):
             if r.kind != "deployment":
                 if freezes.wants(r.kind, r.type):
                     self.freezes.apply(r)
+                elif stages.wants(r.kind, r.type):
+                    self.stages.apply(r)
                 continue
             if r.type == "Created":
                 table.put(_created(r))
@@ -115,6 +120,7 @@ class DesiredFold(Fold):
     def flush(self) -> None:
         self.table.flush()
         self.freezes.flush()
+        self.stages.flush()
 
 
 def fold(row: dict[str, Any] | None, r: Record) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from .deciding import Decision as Decision
 from .deciding import NotUTF8 as NotUTF8
 from .deciding import WriteConflict as WriteConflict
 from .rollbacks import rollback_for
+from .stage_checks import check_config as check_stage
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -41,6 +42,7 @@ class RolloutsApp(DecidingApp):
         def decision() -> Decision[int | None]:
             if ids.config_id(name) in self.repository:
                 raise DomainError(f"config {name!r} already exists")
+            check_stage(self, name, spec.to_data())  # 7.10: its upstream exists, and no cycle
             config = DeploymentConfig(name=name, spec=spec.to_data(), meta=meta)
             templates = analysis.named(self, name, None, spec, meta)
             if spec.trigger != "config-change":
@@ -60,6 +62,7 @@ class RolloutsApp(DecidingApp):
             config = self.config(name)
             old = config_spec(config)
             new = change(old)
+            check_stage(self, name, new.to_data())  # 7.10: its upstream exists, and no cycle
             templates = analysis.named(self, name, old, new, meta)
             if not config.change_spec(new.to_data(), meta):
                 return [], (False, None)

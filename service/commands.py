@@ -139,6 +139,17 @@ def together(app: RolloutsApp, decisions: Sequence[Decider]) -> list[Any] | None
 
 def peek(app: RolloutsApp, aggregate_id: UUID) -> Deployment:
     """A deployment as the log has it now (new events read), not copied: read it at once, never change it."""
+    found: Deployment = peek_at(app, aggregate_id)
+    return found
+
+
+def peek_config(app: RolloutsApp, name: str) -> DeploymentConfig:
+    """A config as the log has it now, not copied (as peek)."""
+    found: DeploymentConfig = peek_at(app, ids.config_id(name))
+    return found
+
+
+def peek_at(app: RolloutsApp, aggregate_id: UUID) -> Any:  # why: the library's repository returns any aggregate
     try:
         return app.repository.get(aggregate_id, deepcopy_from_cache=False)
     except AggregateNotFoundError:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..projections import history_queries
 from ..projections.rows import ViewRow
+from .stage_view import promoted_from
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -80,4 +81,5 @@ def history_document(row: ViewRow) -> ViewRow:
     document["step"] = row.get("step_index")
     document["verification"] = {k: row.get(k) or 0 for k in ("passed", "failed", "inconclusive")}
     document["verification"]["measurements"] = row.get("measurements", [])
+    document["promoted_from"] = promoted_from(row.get("cause"))  # 7.10: {config, revision} of a promotion
     return document

@@ -47,6 +47,8 @@ FAST = {
     "unit/test_step.py",
     "unit/test_stillness.py",
     "unit/test_spec.py",
+    "unit/test_stage_audit.py",
+    "unit/test_stage_rules.py",
     "unit/test_sql_lists.py",
     "unit/test_gate_rules.py",
     "unit/test_approval_rules.py",

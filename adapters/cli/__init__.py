@@ -35,6 +35,7 @@ COMMANDS = {
     "logs": ("rollouts.adapters.cli.deployer_cmds", "logs", "Print a deployment's deployer output."),
     "notify": ("rollouts.adapters.cli.notify_cmds", "notify", "Send deployment changes to HTTP sinks, once each."),
     "serve": ("rollouts.adapters.cli.serve_cmds", "serve", "Serve a read-only page, JSON API and metrics."),
+    "stages": ("rollouts.adapters.cli.stage_cmds", "stages", "Show the pipeline of stages a config belongs to."),
     "demo": ("rollouts.adapters.cli.demo", "demo", "Run a narrated end-to-end rollout session."),
 }
 

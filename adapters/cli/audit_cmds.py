@@ -16,7 +16,7 @@ from .state import State, pass_reader
 @output_option
 @pass_reader
 def audit(state: State, name: str | None, output: str) -> None:
-    """Check the invariants I1-I3, I5, I8-I10 and the gates G1-G2 on the log; exit 1 on a violation.
+    """Check the invariants I1-I3, I5, I8-I11 and the gates G1-G2 on the log; exit 1 on a violation.
 
     The log is folded again, from zero, into a private place: the rules are
     checked on the log's own account, never on the home's view files. I1:
@@ -53,6 +53,6 @@ def audit(state: State, name: str | None, output: str) -> None:
             about = f" ({v.config} v{v.revision})" if v.config is not None else ""
             click.echo(f"VIOLATION {v.rule} at position {v.position}{about}: {v.message}")
     else:
-        click.echo(f"ok: {report.events} events checked, no violation of I1-I3, I5, I8-I10, G1 or G2")
+        click.echo(f"ok: {report.events} events checked, no violation of I1-I3, I5, I8-I11, G1 or G2")
     if report.violations:
         raise click.exceptions.Exit(1)

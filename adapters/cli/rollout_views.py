@@ -16,7 +16,7 @@ from ...domain import phases
 from ...domain.errors import NotFound
 from ...projections import history_queries
 from ...projections.history_queries import DEPLOYMENT_FIELDS
-from ...service import documents
+from ...service import documents, stage_view
 from ...service.documents import history_document
 from .as_of import as_of_option, history_at
 from .output import cell, emit_json, output_option, table
@@ -152,6 +152,7 @@ def status(
         latest_row = next(r for r in rows if r["revision"] == watched) if watch or revision else rows[-1]
         freezes = _freezes(state, name, as_of)
         line = _status_line(name, latest_row, freezes) + _unexecutable(state, latest_row, as_of)
+        line += _stage_text(state, name, rows, latest_row, as_of)
         rollback = next((r for r in rows if r.get("rollback_of") == latest_row["revision"]), None)
         if rollback is not None and latest_row["phase"] == phases.FAILED:
             line += f"; rolled back automatically as version {rollback['revision']}"
@@ -244,6 +245,18 @@ def _unexecutable(state: State, row: dict[str, Any], as_of: int | str | None) ->
     ]
     detail = str(measured[-1]["data"].get("detail") or "") if measured else ""
     return f"; measurement {measured[-1]['data']['name']}: {detail}" if detail.startswith("cannot execute ") else ""
+
+
+def _stage_text(
+    state: State, name: str, rows: list[dict[str, Any]], row: dict[str, Any], as_of: int | str | None
+) -> str:
+    """7.10: `; queued behind version V`, and for a stage what waits upstream (soaking, seconds left)."""
+    if as_of is not None or row is not rows[-1]:
+        return ""
+    text = stage_view.queued_text(rows)
+    if row["spec"].get("upstream"):
+        text += stage_view.upstream_text(state.read("history").db("history"), name, rows, datetime.now(UTC))
+    return text
 
 
 def freeze_text(freeze: dict[str, Any]) -> str:

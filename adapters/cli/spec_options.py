@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from ...domain.spec import RESERVED_PREFIX, Spec, looks_secret
+from .stage_cmds import STAGE_OPTIONS, apply_stage_options, stage_options
 from .types import HISTORY_LIMIT, TIMEOUT, Whole
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -135,6 +136,7 @@ def spec_options(f: F) -> F:
             " db (PostgreSQL role).",
         ),
         *step_options(),
+        *stage_options(),
     ]
     for option in reversed(options):
         f = option(f)
@@ -250,6 +252,7 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
         if options[key] is not None:
             new[key] = options[key]
     _step_changes(new, options)
+    apply_stage_options(new, data, options)
     for which in ("pre", "post"):
         new[f"{which}_hook"] = hook_change(
             data.get(f"{which}_hook"), which, options[f"{which}_hook"], options[f"{which}_hook_policy"]
@@ -265,6 +268,8 @@ def changed_spec(data: dict[str, Any], command: tuple[str, ...], options: dict[s
         field = where.split(".")[0]
         if field in STEP_OPTIONS:
             raise click.BadParameter(message, param_hint=STEP_OPTIONS[field]) from None
+        if field in STAGE_OPTIONS or (where == "spec" and ("stage" in message or "--from" in message)):
+            raise click.BadParameter(message, param_hint=STAGE_OPTIONS.get(field, "--from")) from None
         if where == "spec" and "failure limit" in message:
             raise click.BadParameter(message, param_hint="--failure-limit") from None
         raise click.BadParameter(f"{where}: {message}") from None

@@ -31,6 +31,7 @@ from ..store.failures import disk_problem
 from ..store.port import StoreUnavailable
 from .executor import Executor
 from .plan import REPORTS, Action, Kind, batches, gated, plan, waits_for_human
+from .promoter import Promoter
 from .twins import Twins
 from .watch import Watch
 
@@ -137,6 +138,7 @@ class Controller:
         self.executor = Executor(app, runtime, claimant, actor, cwd, fence)
         self.leases = Leases(app, where=where)
         self.log = log or (lambda _: None)
+        self.promoter = Promoter(app, self.executor.meta, self.log)
         self.stopping = threading.Event()
         self.twins: Twins | None = None  # the long-running controllers of this home, once run() runs
         # Looking for shims that vanished (runtime.observe) costs a look at every active deployer:
@@ -201,9 +203,11 @@ class Controller:
             except (WriteConflict, DomainError, NotFound) as error:
                 self.log(f"skipped {_kinds(batch)}: {error}")
         self._prune()
+        promoted = 0 if self.stopping.is_set() else self.promoter.run(self.projections)  # 7.10: auto stages
         # What waits for an approval or a freeze keeps no --until-idle controller running.
-        # Nor does a deployment paused for `rollout promote` (7.6).
-        return sum(not gated(r, frozen, now) and not waits_for_human(r) for r in rows), len(actions)
+        # Nor does a deployment paused for `rollout promote` (7.6), nor an upstream revision soaking (7.10).
+        waiting = sum(not gated(r, frozen, now) and not waits_for_human(r) for r in rows)
+        return waiting, len(actions) + promoted
 
     def _narrate(self, batch: tuple[Action, ...]) -> None:
         first = batch[0]
@@ -230,7 +234,7 @@ class Controller:
             limits = {}
             for name in by_config:
                 with contextlib.suppress(NotFound):
-                    limits[name] = commands.peek(self.app, ids.config_id(name)).spec["history_limit"]
+                    limits[name] = commands.peek_config(self.app, name).spec["history_limit"]
         for name, rows in by_config.items():
             if name not in limits:
                 continue

@@ -91,9 +91,13 @@ def plan(
     """
     actions: list[Action] = []
     busy = {d["config"] for d in desired if d["phase"] != phases.NEW}
+    ahead: set[str] = set()  # configs with an older open row: a New one behind it is queued (7.10), not due
     for d in desired:
+        queued = d["config"] in ahead
+        if d["phase"] != phases.NEW or not d["cancel"]:  # (a New one being cancelled holds nothing back)
+            ahead.add(d["config"])
         if d["phase"] == phases.NEW:
-            if not d["cancel"] and d["config"] not in busy and not gated(d, frozen or {}, now):
+            if not d["cancel"] and d["config"] not in busy and not queued and not gated(d, frozen or {}, now):
                 actions.append(_act(Kind.CLAIM, d))
                 busy.add(d["config"])
         elif d["claimant"] == claimant:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from ...domain import phases
 from ...domain.notification import Change, kind_of, reason_of
+from ...domain.stage import promoted_from
 from ...projections.records import Notification, decode, document, topic_parts
 from ..store.reader import RecorderSource
 
@@ -26,6 +27,7 @@ class Seen(NamedTuple):
     revision: int
     attempt: int
     phase: str
+    promoted_from: dict[str, Any] | None = None  # 7.10: {config, revision} of the promotion it is, if one
 
 
 class ChangeReader:
@@ -59,9 +61,11 @@ class ChangeReader:
         r = decode(n)
         data = r.data
         before = self._before(r.stream, r.stream_version)
+        source = before.promoted_from if before is not None else None
         if r.type == "Created":
             before = None
             config, revision, attempt = data["config"], data["revision"], 1
+            source = _source(data)
         elif before is None:
             return None  # a stream without its Created event: nothing to say about it
         else:
@@ -70,12 +74,13 @@ class ChangeReader:
         after = phases.phase_after(old, r.type, data)
         if len(self.seen) > MEMO_STREAMS:
             self.seen.clear()
-        self.seen[r.stream] = Seen(r.stream_version, config, revision, attempt, after)
+        self.seen[r.stream] = Seen(r.stream_version, config, revision, attempt, after, source)
         kind = kind_of(old, r.type, after, data)
         if kind is None:
             return None
         reason = reason_of(r.type, data, after)
-        return Change(r.position, kind, config, revision, attempt, after, reason, r.meta.get("actor"), r.timestamp)
+        actor = r.meta.get("actor")
+        return Change(r.position, kind, config, revision, attempt, after, reason, actor, r.timestamp, source)
 
     def _before(self, stream: str, version: int) -> Seen | None:
         known = self.seen.get(stream)
@@ -87,9 +92,15 @@ class ChangeReader:
             _, data = document(state if isinstance(state, str) else state.decode())
             type_ = topic_parts(stored.topic)[1]
             if type_ == "Created":
-                found = Seen(stored.originator_version, data["config"], data["revision"], 1, phases.NEW)
+                found = Seen(stored.originator_version, data["config"], data["revision"], 1, phases.NEW, _source(data))
             elif found is not None:
                 phase = phases.phase_after(found.phase, type_, data)
                 attempt = data.get("attempt", found.attempt)
                 found = found._replace(version=stored.originator_version, attempt=attempt, phase=phase)
         return found
+
+
+def _source(created: dict[str, Any]) -> dict[str, Any] | None:
+    """The `promoted_from` of a deployment, from its Created event's cause (7.10)."""
+    found = promoted_from(created.get("cause"))
+    return None if found is None else {"config": found[0], "revision": found[1]}

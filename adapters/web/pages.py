@@ -37,9 +37,13 @@ def render(template: str, **values: object) -> str:
     return environment().get_template(template).render(**values)
 
 
-def index(configs: Sequence[Mapping[str, Any]], head: int) -> str:
-    """Every config with its latest version and phase, each linking to its own page."""
-    return render("index.html", title="configs", live=_poll({"after": head}), configs=configs, head=head)
+def index(
+    configs: Sequence[Mapping[str, Any]], head: int, pipelines: Sequence[Sequence[Mapping[str, Any]]] = ()
+) -> str:
+    """Every config with its latest version and phase, each linking to its own page; and each pipeline of
+    stages (7.10) as a row."""
+    live = _poll({"after": head})
+    return render("index.html", title="configs", live=live, configs=configs, head=head, pipelines=pipelines)
 
 
 def config(

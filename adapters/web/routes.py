@@ -18,7 +18,7 @@ from ...domain.names import validate_name
 from ...domain.times import utc_text
 from ...projections import attempt_queries, history_queries
 from ...projections.audit_queries import EventFilter
-from ...service import documents, event_documents
+from ...service import documents, event_documents, stage_view
 from . import pages, timeline
 
 if TYPE_CHECKING:
@@ -85,7 +85,9 @@ def _name(text: str) -> str:
 def _index(state: Session, metrics: Exposition, params: dict[str, str]) -> Response:
     _only(params, ())
     store = state.read("history")
-    return _html(pages.index(documents.config_list(store.db("history"), datetime.now(UTC)), store.source.head()))
+    now = datetime.now(UTC)
+    pipelines = stage_view.pipelines(store.db("history"), now)
+    return _html(pages.index(documents.config_list(store.db("history"), now), store.source.head(), pipelines))
 
 
 def _config(state: Session, metrics: Exposition, params: dict[str, str], name: str) -> Response:

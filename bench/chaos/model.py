@@ -110,6 +110,7 @@ STALE_REFUSAL = re.compile(r"^error: \w+ is not allowed in phase")
 INTERNAL_ERROR = re.compile(r"^error: [A-Z]\w*(Error|Exception)\b")  # an exception the CLI did not expect
 INLINE = ("kill_controller", "kill_shim", "corrupt_view")  # done by this process, at once
 WRITES = (
+    "queue",
     "latest",
     "latest_supersede",
     "undo",
@@ -128,6 +129,7 @@ WRITES = (
 # --steps: added to the profile's weights; fewer supersedes (a cancel calls for no rollback: let rollouts end).
 STEP_WEIGHTS = {"promote": 4, "promote_full": 2, "abort": 2, "latest_supersede": 8, "latest": 40, "cancel": 2}
 EXPECTED_TYPE = {
+    "queue": "RolloutTriggered",
     "latest": "RolloutTriggered",
     "latest_supersede": "RolloutTriggered",
     "undo": "RolloutTriggered",

@@ -80,9 +80,9 @@ class Operations:
         step_args = self.step_op_args(kind, name)
         if step_args is not None:
             args = step_args
-        elif kind in ("latest", "latest_supersede"):
+        elif kind in ("latest", "latest_supersede", "queue"):
             args = ["rollout", "latest", name, "--reason", f"chaos {self.op_ids + 1}"]
-            args += ["--supersede"] if kind == "latest_supersede" else []
+            args += {"latest_supersede": ["--supersede"], "queue": ["--queue"]}.get(kind, [])
         elif kind == "undo":
             args = ["rollout", "undo", name]
             if conf.latest_known and rng.random() < 0.5:
@@ -113,6 +113,8 @@ class Operations:
 
     def spec_change(self, name: str) -> list[str]:
         rng = self.rng
+        if (stage_change := self.stage_spec_change(name)) is not None:
+            return stage_change
         if name in self.stepped and rng.random() < 0.3:
             return self.step_spec_change()
         v = rng.random()
@@ -166,8 +168,9 @@ class Operations:
         if op.rc != 0:
             return
         out = op.out.strip()
-        if op.kind in ("latest", "latest_supersede") and out.isdigit():
+        if op.kind in ("latest", "latest_supersede", "queue") and out.isdigit():
             op.revision = int(out)
+            self.counts["queued"] += op.kind == "queue"
         elif op.kind == "undo":
             m = re.search(r"as version (\d+)", out)
             op.revision = int(m[1]) if m else None

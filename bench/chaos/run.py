@@ -82,6 +82,10 @@ code, SIGKILLed at a timeout or by the chaos), sharing only the interpreter's st
 starts each as `python -m rollouts` as before. With the fork server, stderr ends with the CPU
 seconds of the commands by command (controllers included; not the shims and deployers they start).
 
+`--stages` (bench/chaos/stages.py): the configs form pipelines of three stages, each taking IMAGE from the
+one before with `--promote auto`; `rollout latest --queue` joins the ops; the run checks each promotion's
+artifact and eligibility, and that the controllers promoted each auto stage once per eligible revision.
+
 `--scale`, the profile for many rollouts: 24 configs (rollouts of different configs run side by
 side; one config's steps never do), a mix of commands weighted to triggering (`latest --supersede`
 mostly), `resume`/`unfreeze` aimed at a config known to be paused or frozen, steps and hooks that
@@ -138,18 +142,21 @@ from bench.chaos.model import (  # noqa: E402
 )
 from bench.chaos.moves import Moves  # noqa: E402
 from bench.chaos.ops import Operations  # noqa: E402
+from bench.chaos.stages import STAGE_VIOLATIONS, STAGE_WEIGHTS, Stages  # noqa: E402
 from bench.chaos.steps import STEP_VIOLATIONS, Steps  # noqa: E402
 from bench.shared.cli_server import ForkedCli, FreshCli  # noqa: E402 - bench/shared/cli_server.py: how commands start
 from bench.shared.harness import run_keeping_evidence  # noqa: E402
 
 
-class Chaos(Operations, Faults, Moves, Steps, Checks):
+class Chaos(Operations, Faults, Moves, Steps, Stages, Checks):
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
         self.profile = SCALE if args.scale else DEFAULT
         if args.steps:
             self.profile = dataclasses.replace(self.profile, weights={**self.profile.weights, **STEP_WEIGHTS})
+        if args.stages:
+            self.profile = dataclasses.replace(self.profile, weights={**self.profile.weights, **STAGE_WEIGHTS})
         self.stepped: set[str] = set()  # --steps: configs with steps and a verification
         self.manual: set[str] = set()  # --steps: configs whose steps pause for `rollout promote`
         self.configs_count: int = args.configs or self.profile.configs
@@ -246,11 +253,11 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             for which in ("pre", "post"):
                 if rng.random() < 0.4:
                     args += [f"--{which}-hook", self.hook(which), f"--{which}-hook-policy", rng.choice(POLICIES)]
-            args += self.step_options(name)
+            args += self.step_options(name) + self.stage_options(i)
             args += ["--", "sh", "-c", step_script(self.gt, self.sleep(), "deploy")]
             self.configs.append(Conf(name, trigger))
             create_ops.append(self.new_op("config_create", name, args))
-        with ThreadPoolExecutor(4) as pool:
+        with ThreadPoolExecutor(1 if self.args.stages else 4) as pool:  # (a stage's upstream first)
             list(pool.map(self.run_op, create_ops))
         failed = [op for op in create_ops if op.rc != 0]
         if failed:
@@ -322,6 +329,8 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             **{k: self.counts[k] for k in ("measurements", "promotes", "aborts", "rollbacks")},
             "measurements_by_outcome": self.counts["measurements_by_outcome"] or {},
             "stepped_configs": len(self.stepped),
+            **{k: verdict.count(k) for k in STAGE_VIOLATIONS},
+            **{k: self.counts[k] for k in ("promotions_auto", "promotions_manual", "queued", "superseded")},
             **{k: v for k, v in extra.items() if k.startswith("notifications")},
             "configs": self.configs_count,
             "profile": "scale" if self.args.scale else "default",
@@ -333,7 +342,7 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             "gt_runs": self.counts["gt_runs"],
             "seconds": round(elapsed, 1),
         }
-        failed = any(result[k] for k in (*VIOLATION_COUNTS, *STEP_VIOLATIONS))
+        failed = any(result[k] for k in (*VIOLATION_COUNTS, *STEP_VIOLATIONS, *STAGE_VIOLATIONS))
         failed = failed or not all(result[k] for k in VIOLATION_FLAGS)
         # A notification may come twice only when a controller died sending it (same key and body).
         failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
@@ -400,6 +409,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="most configs get weighted steps, a verification of random outcome, auto-rollback, some manual"
         " pauses; promote and abort among the ops (bench/chaos/steps.py)",
+    )
+    p.add_argument(
+        "--stages",
+        action="store_true",
+        help="the configs form pipelines of 3 stages with auto promotion; rollout latest --queue among the ops"
+        " (bench/chaos/stages.py)",
     )
     p.add_argument("--verbose", "-v", action="store_true", help="narrate chaos on stderr")
     args = p.parse_args(argv)

@@ -14,6 +14,8 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   vs `python -c "import eventsourcing.application, pydantic, click, sqlite_utils"`
 4. spawn_latency  `latest` committed -> deployer running (its first act writes time.time()),
                   with `controller run --interval 0.01 -q` running; median and p99
+4b. promotion_latency  an upstream revision eligible (its Complete event) -> the auto stage's deployer
+                  running, with `--interval 0.1` (7.10; goal: the interval + 100 ms; bench/performance/promotion.py)
 5. idle_reconcile one idle `Controller.reconcile()` with a long history vs with 1k events
 6. e2e            rollouts/s, one controller and `true` deployers; then two controllers; then (12) configs
                    of 3 steps x 2 measurements, and the controller's own time per measurement
@@ -73,6 +75,7 @@ from bench.performance.in_process import bench_chain_append, bench_commands, ben
 from bench.performance.measure import bench_measure  # noqa: E402
 from bench.performance.passes import bench_idle, bench_scale  # noqa: E402
 from bench.performance.processes import bench_cli, bench_e2e, bench_latency, bench_rss  # noqa: E402
+from bench.performance.promotion import bench_promotion_latency  # noqa: E402
 from bench.shared.harness import FULL, QUICK, Workspace  # noqa: E402
 
 # -- figure 10: PostgreSQL (bench/performance/postgres.py) ---------------------------------------------------
@@ -120,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object, last line")
     parser.add_argument(
         "--only",
-        help="comma-separated sections: rebuild,commands,chain,cli,latency,idle,e2e,rss,measure,pg,scale,rebuild1m,"
-        "audit,serve",
+        help="comma-separated sections: rebuild,commands,chain,cli,latency,promotion,idle,e2e,rss,measure,pg,scale,"
+        "rebuild1m,audit,serve",
     )
     parser.add_argument(
         "--store",
@@ -159,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("chain", bench_chain_append),
                 ("cli", bench_cli),
                 ("latency", bench_latency),
+                ("promotion", bench_promotion_latency),
                 ("e2e", bench_e2e),
                 ("rss", bench_rss),
                 ("measure", bench_measure),

@@ -322,3 +322,42 @@ def test_the_page_shows_a_finished_step_within_2_s_without_a_reload(
     finally:
         assert server.stop()[0] == 0
         controller.communicate(timeout=60)
+
+
+def test_the_index_draws_each_pipeline_as_a_row_of_stages_with_their_artifact(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any, tmp_path: Path
+) -> None:
+    """7.10: `/` draws dev -> staging -> prod as one row, each stage with its version, phase and artifact."""
+    from selenium.webdriver.common.by import By
+
+    folder = tmp_path_factory.mktemp("serve-stages")
+    (folder / "work").mkdir()
+    rollouts = Rollouts(folder / "home", folder / "work")
+    ok(rollouts.sh("config", "create", "dev", "--env", "IMAGE=app:7", "--", "true"))
+    ok(
+        rollouts.sh(
+            "config", "create", "staging", "--from", "dev", "--artifact", "IMAGE", "--promote", "auto", "--", "true"
+        )
+    )
+    ok(
+        rollouts.sh(
+            "config", "create", "prod", "--from", "staging", "--artifact", "IMAGE", "--soak", "3600", "--", "true"
+        )
+    )
+    ok(rollouts.sh("rollout", "latest", "dev"))
+    until_idle(rollouts)
+    server = Served(rollouts)
+    try:
+        browser.get(server.url)
+        rows = browser.find_elements(By.CSS_SELECTOR, ".pipeline")
+        assert [r.get_attribute("data-pipeline") for r in rows] == ["dev"]
+        stages = rows[0].find_elements(By.CSS_SELECTOR, ".stage")
+        assert [s.get_attribute("data-stage") for s in stages] == ["dev", "staging", "prod"]
+        assert "IMAGE=app:7" in stages[0].text and "IMAGE=app:7" in stages[1].text and "Complete" in stages[1].text
+        assert "soaking" in stages[2].text  # staging's revision 1 waits for prod, soaking for an hour
+        boxes = [s.rect for s in stages]
+        assert all(abs(b["y"] - boxes[0]["y"]) < 1 for b in boxes), "the stages are not drawn in one row"
+        assert all(a["x"] + a["width"] <= b["x"] for a, b in zip(boxes, boxes[1:], strict=False)), "not in order"
+        browser.save_screenshot(str(tmp_path / "pipelines.png"))
+    finally:
+        assert server.stop()[0] == 0

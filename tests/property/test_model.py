@@ -42,7 +42,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import re
 import shutil
 import sqlite3
 import sys
@@ -65,7 +64,7 @@ import rollouts.adapters.controller.loop as loop_module
 from rollouts.adapters.controller.loop import Controller
 from rollouts.adapters.home import Home
 from rollouts.adapters.store.reader import RecorderSource
-from rollouts.domain import approval, phases
+from rollouts.domain import approval, phases, stage
 from rollouts.domain.audit import audit
 from rollouts.domain.audit_rules import audit_rules
 from rollouts.domain.config import DeploymentConfig
@@ -76,7 +75,7 @@ from rollouts.projections import audit_queries, files
 from rollouts.projections.projection import Projection
 from rollouts.projections.records import Record, decode
 from rollouts.projections.store import ALL, BY_NAME, ProjectionStore, projections_named
-from rollouts.service import commands
+from rollouts.service import commands, promotion
 from rollouts.service.application import new_meta
 from rollouts.service.bootstrap import open_app
 
@@ -89,6 +88,8 @@ USER = "alice@model"  # who runs every user command but approvals
 APPROVERS = (USER, "bob@model")
 FREEZE_UNTIL = (None, timedelta(hours=1))  # until unfreeze, or past the real clock's reach in a run (not LATE's)
 NAMES = ("a", "b", "c")
+STAGE = "s"  # a stage (7.10) that takes its artifact (IMAGE) from "a": created at the start, with a policy drawn
+ARTIFACT = "IMAGE"
 LATE = timedelta(days=2)  # a pass this late is past every timeout the specs use
 POLICIES = ("abort", "retry", "ignore")
 PROJECTIONS = tuple(p.name for p in ALL)
@@ -249,6 +250,7 @@ def specs(name: str) -> st.SearchStrategy[Spec]:
     return st.builds(
         Spec,
         command=st.just(["deploy", name]),
+        env=st.just({ARTIFACT: f"{name}:0"}),
         timeout=st.sampled_from([60, 600]),
         history_limit=st.integers(1, 3),
         trigger=st.sampled_from(["manual", "config-change"]),
@@ -262,6 +264,22 @@ def specs(name: str) -> st.SearchStrategy[Spec]:
         verify_interval=st.sampled_from([0, 0, 5]),
         inconclusive_limit=st.sampled_from([0, 1]),
         auto_rollback=st.sampled_from([False, True, True]),
+    )
+
+
+def stage_specs() -> st.SearchStrategy[Spec]:
+    """Stage `s` of `a`: soaked for nothing or for longer than a run, promoted by hand or by the controller."""
+    return st.builds(
+        Spec,
+        command=st.just(["deploy", STAGE]),
+        upstream=st.just("a"),
+        artifact=st.just([ARTIFACT]),
+        soak=st.sampled_from([0, 0, 3600]),
+        promote=st.sampled_from(["manual", "auto", "auto"]),
+        require_approval=st.booleans(),
+        verify=st.sampled_from([None, ["verify", STAGE]]),
+        verify_count=st.just(1),
+        auto_rollback=st.booleans(),
     )
 
 
@@ -323,8 +341,8 @@ SPEC_CHANGES = (
 
 def change_spec(spec: Spec, change: str, name: str, serial: int, policy: str, limit: int) -> Spec:
     data = spec.to_data()
-    if change == "env":
-        data["env"] = {**data["env"], "REV": str(serial)}
+    if change == "env":  # a new artifact too, for the stage that takes a's
+        data["env"] = {**data["env"], "REV": str(serial), ARTIFACT: f"{name}:{serial}"}
     elif change == "command":
         data["command"] = ["deploy", name, str(serial)]
     elif change in ("pre_hook", "post_hook"):
@@ -569,10 +587,12 @@ class RolloutModel(RuleBasedStateMachine):
 
     # -- user commands ---------------------------------------------------------------
 
-    @initialize(a=specs("a"), b=specs("b"))
-    def create_configs(self, a: Spec, b: Spec) -> None:
+    @initialize(a=specs("a"), b=specs("b"), s=stage_specs())
+    def create_configs(self, a: Spec, b: Spec, s: Spec | None = None) -> None:
         self._create_config("a", a)
         self._create_config("b", b)
+        if s is not None:
+            self._create_config(STAGE, s)
 
     def _create_config(self, name: str, spec: Spec) -> None:
         def model() -> tuple[str | None, Callable[[Any], None]]:
@@ -610,6 +630,53 @@ class RolloutModel(RuleBasedStateMachine):
 
         command = f"rollout latest {name}" + (" --supersede" if supersede else "")
         self._command(command, model, lambda meta: self.app.latest(name, message, supersede, meta))
+
+    def _promotable(self, name: str) -> int | None:
+        """The newest upstream revision stage `name` may take now (7.10), by the log's fold of its events."""
+        policy = stage.policy_of(self._facts(name).spec)
+        assert policy is not None
+        db = self.checker.db("audit")
+
+        def load(revision: int) -> stage.UpstreamRevision:
+            only = audit_queries.EventFilter(config=policy.upstream, revision=revision)
+            found = (
+                (e["type"], datetime.fromisoformat(e["timestamp"]), e["data"]) for e in audit_queries.events(db, only)
+            )
+            return stage.fold_upstream(policy.upstream, revision, found)
+
+        found, _ = stage.newest_eligible(load, self._facts(policy.upstream).latest, policy, datetime.now(UTC))
+        return None if found is None else found.revision
+
+    @rule(name=st.sampled_from((*NAMES, STAGE)), queue=st.booleans())
+    def latest_queued_or_promoted(self, name: str, queue: bool) -> None:
+        """`rollout latest NAME --queue` (7.10), and of the stage with or without it (a promotion)."""
+        queue = queue or name != STAGE  # (without --queue, a config that is no stage: the `latest` rule)
+        self.serial += 1
+        message = f"release {self.serial}"
+
+        def model() -> tuple[str | None, Callable[[Any], None]]:
+            facts = self._facts(name)
+            if not facts.exists:
+                return "notfound", lambda _: None
+            chosen = self._promotable(name) if name == STAGE else None
+            refused = facts.paused or (facts.open and not queue) or (name == STAGE and chosen is None)
+            oldest = facts.open[0] if facts.open else None
+            waiting = [v for v in facts.open if v != oldest and facts.phases[v] == phases.NEW]
+            going = [v for v in facts.open if v not in waiting and not self._cancelled_or_failed(name, v)]
+
+            def check(revision: int) -> None:
+                assert revision == facts.latest + 1 == self._facts(name).latest
+                row = self._deployment(name, revision)
+                cause = "manual" if name != STAGE else f"promotion of a revision {chosen}"
+                assert (row["cause"], row["message"]) == (cause, message), row
+                for v in waiting:  # at most one waits: the one before is superseded
+                    assert self._deployment(name, v)["reason"] == f"superseded by {revision}"
+                assert not any(self._cancelled_or_failed(name, v) for v in going), going  # no cancel: they go on
+
+            return "refused" if refused else None, check
+
+        command = f"rollout latest {name}" + (" --queue" if queue else "")
+        self._command(command, model, lambda meta: promotion.latest(self.app, name, message, meta, queue=queue))
 
     @rule(name=st.sampled_from(NAMES))
     def cancel(self, name: str) -> None:
@@ -701,8 +768,8 @@ class RolloutModel(RuleBasedStateMachine):
                     complete = [v for v, p in facts.phases.items() if p == phases.COMPLETE and v < facts.latest]
                     source = max(complete, default=None)
                 expect = "refused" if source is None or facts.paused or facts.open else None
-                if expect is None and source is not None and self._runs_already(name, facts.spec, source):
-                    expect = "skipped"  # kubectl's `skipped rollback`: nothing appended (7.11)
+                if expect is None and self._restores_nothing(name, facts, source):
+                    expect = "idempotent"  # the spec is the source's already: skipped, nothing appended (7.11)
 
             def check(result: tuple[int | None, int]) -> None:
                 origin = Spec.model_validate(json.loads(self._deployment(name, result[1])["spec"]))
@@ -719,16 +786,19 @@ class RolloutModel(RuleBasedStateMachine):
         command = f"rollout undo {name}" + (f" --to-revision {to}" if to is not None else "")
         self._command(command, model, lambda meta: self.app.undo(name, to, meta))
 
-    def _runs_already(self, name: str, spec: dict[str, Any], source: int) -> bool:
-        """Whether the config's spec already runs what revision `source` ran (DESIGN 7.6: an automatic
-        rollback ran the spec of the revision it restored, so that one's counts)."""
-        row = self._deployment(name, source)
-        while (restored := re.fullmatch(r"automatic rollback to (\d+)", row["cause"] or "")) is not None:
-            if int(restored.group(1)) >= int(row["revision"]):
+    def _restores_nothing(self, name: str, facts: Facts, source: int | None) -> bool:
+        """Whether an undo to `source` would restore the spec the config has (an automatic rollback's source:
+        the revision it restored, as DecidingApp.spec_source follows it)."""
+        while source is not None:
+            row = self._deployment(name, source)
+            restored = str(row["cause"]).removeprefix("automatic rollback to ")
+            if restored == row["cause"] or not restored.isdigit() or int(restored) >= source:
                 break
-            row = self._deployment(name, int(restored.group(1)))
-        origin = Spec.model_validate(json.loads(row["spec"]))
-        return bool(Spec.model_validate(spec).rollout_part() == origin.rollout_part())
+            source = int(restored)
+        if source is None:
+            return False
+        origin = Spec.model_validate(json.loads(self._deployment(name, source)["spec"]))
+        return Spec.model_validate(facts.spec).rollout_part() == origin.rollout_part()
 
     @rule(name=st.sampled_from(NAMES), resume=st.booleans())
     def pause_or_resume(self, name: str, resume: bool) -> None:
@@ -866,7 +936,9 @@ class RolloutModel(RuleBasedStateMachine):
                 return "refused", lambda _: None
             row = self._deployment(name, target)
             waiting = row["needs_approval"] and row["approved_by"] is None and row["phase"] == phases.NEW
-            expect = None if waiting and approver != USER else "refused"
+            # who asked: the user, but for an automatic promotion's first attempt, which the controller asked for
+            by_user = row["attempt"] > 1 or row["message"] != stage.AUTOMATIC
+            expect = None if waiting and (approver != USER or not by_user) else "refused"
 
             def check(result: tuple[int, int]) -> None:
                 assert result == (target, row["attempt"])

@@ -103,11 +103,15 @@ def test_claim_of_a_revision_with_an_older_one_still_open_is_refused() -> None:
     assert_refused(lambda: c.claim_slot(2, 1, "ctl", META), c, match="must wait for older revisions")
 
 
-def test_claim_of_a_revision_that_is_not_the_latest_is_refused() -> None:
+def test_claim_of_a_revision_that_is_not_open_is_refused_and_the_oldest_open_one_may_be_claimed() -> None:
+    """7.10: a revision queued behind an older open one leaves that one claimable (a superseded one is
+    cancelled in the same save: never open, never claimed)."""
     c = config()
     c.trigger("manual", None, False, META)
     c.trigger("manual", None, True, META)
-    assert_refused(lambda: c.claim_slot(1, 1, "ctl", META), c, match="must wait")
+    assert_refused(lambda: c.claim_slot(3, 1, "ctl", META), c, match="must wait")
+    c.claim_slot(1, 1, "ctl", META)
+    assert c.slot == {"revision": 1, "attempt": 1}
 
 
 def test_terminal_outcome_releases_the_slot() -> None:

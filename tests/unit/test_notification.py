@@ -92,9 +92,39 @@ def test_the_reader_finds_each_change_with_its_document(tmp_path: Path) -> None:
         again = list(ChangeReader(app.recorder).changes(changes[1].position - 1, head))
         assert again == changes[1:]
         assert set(changes[0].document()) == {
-            "position", "kind", "config", "version", "attempt", "phase", "reason", "actor", "timestamp"
+            "position", "kind", "config", "version", "attempt", "phase", "reason", "actor", "timestamp",
+            "promoted_from",
         }  # fmt: skip
+        assert changes[0].document()["promoted_from"] is None
         assert changes[0].key("LOG", "ops") == f"LOG:{changes[0].position}:ops"
+    finally:
+        app.close()
+
+
+def test_a_promotion_tells_what_it_was_promoted_from(tmp_path: Path) -> None:
+    """7.10: a stage's deployment notifies `promoted_from` in each of its changes, also read from mid-stream."""
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.notify.changes import ChangeReader
+    from rollouts.domain import rollout
+    from rollouts.domain.spec import Spec
+    from rollouts.service.bootstrap import open_app
+
+    app = open_app(Home(tmp_path / "home"), None)
+    try:
+        meta = {"actor": "alice"}
+        app.create_config("prod", Spec.model_validate({"command": ["true"]}), meta)
+        config = app.config("prod")
+        app.save(
+            *rollout.trigger(
+                config, [], cause="promotion of staging revision 3", message=None, supersede=False, meta=meta
+            )
+        )
+        app.cancel("prod", meta)
+        head = app.recorder.max_notification_id()
+        changes = list(ChangeReader(app.recorder).changes(0, head))
+        assert [c.document()["promoted_from"] for c in changes] == [{"config": "staging", "revision": 3}] * 2
+        again = list(ChangeReader(app.recorder).changes(changes[1].position - 1, head))
+        assert again == changes[1:]
     finally:
         app.close()
 

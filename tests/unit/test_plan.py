@@ -356,3 +356,12 @@ def test_an_expired_claim_with_nothing_running_is_taken_over_not_lost() -> None:
     measuring = {**between, "created": 1}
     assert [a.kind for a in plan([measuring], {}, ME, SOON, expired)] == [Kind.RECORD_LOST]
     assert plan([paused], {}, ME, SOON) == []  # a live claimant's pause is its own
+
+
+def test_a_queued_revision_is_not_claimed_behind_an_open_one() -> None:
+    """7.10: a New revision behind an older open one (--queue) waits, even when the older one is New too
+    (waiting for an approval); once alone, it is claimed."""
+    gated_head = row("New", revision=1, approval=1)
+    queued = row("New", revision=2)
+    assert plan([gated_head, queued], {}, ME, SOON) == []
+    assert plan([queued], {}, ME, SOON) == [Action(Kind.CLAIM, "app", 2, 1)]

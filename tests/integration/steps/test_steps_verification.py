@@ -84,7 +84,7 @@ def test_steps_run_in_order_with_their_weights_each_verified_before_the_next(rol
     assert row["phase"] == "Complete"
     assert (row["step"], row["step_count"], row["weight"], row["paused"], row["rollback_of"]) == (2, 2, 100, None, None)
     assert row["verification"] == {"passed": 4, "failed": 0, "inconclusive": 0}
-    assert "I8-I10" in ok(rollouts, "audit")  # I9 and I10 among the rules checked
+    assert "I8-I11" in ok(rollouts, "audit")  # I9 and I10 among the rules checked
     [detail] = json.loads(ok(rollouts, "rollout", "history", "web", "--revision", "1", "-o", "json"))
     runs = [(r["name"], r["kind"], r["state"], r["exit_code"]) for r in detail["steps"]]
     assert runs[:3] == [
