@@ -169,12 +169,10 @@ class Deployment(DeploymentState, Aggregate):
     def retry(
         self, meta: Meta, needs_approval: bool = False, identity: approval.ApprovalIdentity = approval.DEFAULT
     ) -> None:
-        if self.phase != phases.FAILED:
-            raise DomainError(f"revision {self.revision} is {self.phase}: only a Failed deployment can be retried")
-        # Null for the default: such a retry reads as one written before modes existed.
-        mode = str(identity) if needs_approval and identity != approval.DEFAULT else None
-        attempt = self.attempt + 1
-        self._retry_requested(attempt=attempt, needs_approval=needs_approval, meta=meta, approval_identity=mode)
+        mode = self._retry_mode(needs_approval, identity)
+        self._retry_requested(
+            attempt=self.attempt + 1, needs_approval=needs_approval, meta=meta, approval_identity=mode
+        )
 
     def end_pause(self, meta: Meta) -> None:
         """A timed pause has run its time (the controller decides when, from the log's timestamps)."""
@@ -186,8 +184,7 @@ class Deployment(DeploymentState, Aggregate):
         self._announce_pause(meta)
 
     def promote(self, full: bool, meta: Meta) -> None:
-        """A human ends the pause and goes on (ending that step's verification as passed); `full`: straight
-        to the last step, with no further verification or pause."""
+        """A human ends the pause and goes on (that step's verification passed); `full`: to the last step."""
         pause = self.paused
         if pause is None:
             raise DomainError(f"revision {self.revision} of {self.config} is not paused: nothing to promote")
@@ -196,8 +193,7 @@ class Deployment(DeploymentState, Aggregate):
         self._announce_pause(meta)
 
     def take_over(self, claimant: str, meta: Meta) -> None:
-        """Another controller goes on with a claim whose claimant's lease ended while nothing ran (7.6):
-        a pause, or a wait between measurements, is not ended as Lost."""
+        """Another controller goes on with a claim whose claimant's lease ended while nothing ran (7.6)."""
         self._check_take_over(claimant)
         self._claim_taken(attempt=self.attempt, claimant=claimant, previous=self.claimant, meta=meta)
 

@@ -122,6 +122,13 @@ class DeploymentState:
             return self.sequence.first()
         return Sequence(self.config, self.revision, self.attempt, self.spec, analysis).first()
 
+    def _retry_mode(self, needs_approval: bool, identity: approval.ApprovalIdentity) -> str | None:
+        """The approval mode a retry records (refused unless Failed): null for the default, as a retry written
+        before modes existed reads."""
+        if self.phase != phases.FAILED:
+            raise DomainError(f"revision {self.revision} is {self.phase}: only a Failed deployment can be retried")
+        return str(identity) if needs_approval and identity != approval.DEFAULT else None
+
     def _take_claim(self, claimant: str, step: Step, analysis: list[dict[str, Any]] | None) -> None:
         """A claim of the attempt: its claimant, its first step, and the templates' revisions it fixed."""
         self.claimant = claimant
