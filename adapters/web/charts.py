@@ -163,10 +163,10 @@ def _conditions(spec: Mapping[str, Any] | None) -> tuple[ChartLabel, ...]:
         said.append(("on empty: ", str(spec.get("on_empty") or "inconclusive")))
     room = WIDTH - SIDE - 8
     lines: list[ChartLabel] = []
-    for prefix, rule in said:
-        for i, (text, whole) in enumerate(_wrap(prefix + rule, room, rows=3)):
-            if len(lines) < LINES:
-                lines.append(ChartLabel(f"{SIDE + (12 if i else 0)}", f"{TOP + 6 + LINE * len(lines)}", text, whole))
+    for n, (prefix, rule) in enumerate(said):
+        rows = LINES - len(lines) - (len(said) - n - 1)  # each rule after this one keeps a line
+        for i, (text, whole) in enumerate(_wrap(prefix + rule, room, rows)):
+            lines.append(ChartLabel(f"{SIDE + (12 if i else 0)}", f"{TOP + 6 + LINE * len(lines)}", text, whole))
     return tuple(lines)
 
 

@@ -15,7 +15,7 @@ from rollouts.adapters.web import charts
 from tests.conftest import Rollouts
 from tests.integration.serve.test_serve_routes import Server
 from tests.support.analysis_servers import Site, serving_site
-from tests.support.charted import PER_STEP, charted_home, ok
+from tests.support.charted import LONG, PER_STEP, charted_home, ok
 
 pytestmark = pytest.mark.slow  # real measurement processes and a controller
 
@@ -100,14 +100,13 @@ def test_points_without_a_number_sit_on_the_axis_with_the_error_on_hover(server:
 
 def test_the_conditions_are_written_beside_the_chart_and_escaped(server: Server) -> None:
     body = server.get("/configs/web?version=1").body.decode()
-    assert "success: result &lt; 1" in body and "failure: result &gt; 5" in body
+    assert "success: result &lt; 1" in body and "failure: result &gt; 5 and result &lt;" in body
     assert "result < 1" not in body and "result > 5" not in body
     shown = drawn(server, "/configs/web?version=1")
-    assert texts(shown["ratio@1"], "condition") == [
-        "success: result < 1",
-        "failure: result > 5",
-        "on empty: inconclusive",
-    ]
+    said = texts(shown["ratio@1"], "condition")
+    assert said[0] == "success: result < 1" and said[-1] == "on empty: inconclusive"
+    assert " ".join(said[1:-1]) == f"failure: {LONG}"  # wrapped beside the chart, whole
+    assert all(len(line) * charts.CHAR <= charts.WIDTH - charts.SIDE for line in said)
     assert texts(shown["down@1"], "condition") == ['success: result == "ok"', "on empty: inconclusive"]
     assert "success: result == &#34;ok&#34;" in body
 
