@@ -12,7 +12,7 @@ from typing import Any
 from . import pages
 
 WIDTH, HEIGHT = 760, 146
-LEFT, PLOT = 64, 400  # the plot runs from LEFT to LEFT + PLOT; the value labels sit left of it
+LEFT, PLOT = 80, 400  # the plot runs from LEFT to LEFT + PLOT; the value labels sit left of it
 TOP, BOTTOM = 28, 118  # the plot's top and its axis, where a point with no numeric value sits
 PAD = 10  # px between the plot's edges and the highest and lowest value
 SIDE = LEFT + PLOT + 24  # where the conditions are written

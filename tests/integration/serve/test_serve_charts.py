@@ -126,3 +126,52 @@ def test_the_json_api_is_unchanged(home: Rollouts, server: Server) -> None:
         ("/api/configs/web/history?revision=1", ["rollout", "history", "web", "--revision", "1"]),
     ):
         assert server.get(target).body.decode() == ok(home.run(*command, "-o", "json")).stdout
+
+
+# -- the geometry alone (no home): what a page of many steps or odd values draws -----------------------------
+
+
+def measured(*values: object, steps: int = 1, template: str = "t@1") -> list[dict[str, object]]:
+    each = -(-len(values) // steps)  # the values spread over `steps` steps in order
+    return [
+        {"k": k + 1, "step": k // each + 1, "template": template, "outcome": "passed", "value": v, "error": None}
+        for k, v in enumerate(values)
+    ]
+
+
+def chart_of(found: list[dict[str, object]], spec: dict[str, object] | None = None) -> ET.Element:
+    templates = {} if spec is None else {"t": {"revisions": {1: spec}}}
+    page = charts.svg(found, templates)
+    return ET.fromstring(re.findall(r"<svg.*?</svg>", page, re.S)[0])
+
+
+def test_only_finite_numbers_are_drawn_above_the_axis() -> None:
+    chart = chart_of(measured(1, 2.5, "NaN", [1, 2], True, None, 4e12))
+    heights = {p["data-value"]: float(p["cy"]) for p in points(chart)}
+    assert {v for v, y in heights.items() if y == charts.BOTTOM} == {'"NaN"', "[1, 2]", "true", ""}
+    assert heights["1"] >= heights["2.5"] > heights["4000000000000.0"]  # higher values, higher up
+    assert texts(chart, "value") == ["4e+12", "1"]
+
+
+def test_labels_keep_to_their_room_with_many_steps_and_long_values() -> None:
+    for steps in (1, 4, 10, 50, 100):
+        chart = chart_of(measured(*[-123456.789 * k for k in range(100)], steps=steps))
+        labels = texts(chart, "step")
+        bounds = [float(s.get("x1", 0)) for s in chart.iter(f"{SVG}line") if s.get("class") == "step-boundary"]
+        assert len(bounds) == steps - 1 and bounds == sorted(bounds)
+        edges = [charts.LEFT, *bounds, charts.LEFT + charts.PLOT]
+        rooms = [right - left for left, right in zip(edges, edges[1:], strict=False)]
+        assert all(len(t) * charts.CHAR <= room for t, room in zip(labels, rooms, strict=True))
+        assert all(len(t) * charts.CHAR <= charts.LEFT - 8 for t in texts(chart, "value"))
+    assert texts(chart_of(measured(1, 2, 3, steps=3)), "step") == ["step 1", "step 2", "step 3"]
+
+
+def test_a_condition_too_long_is_cut_with_the_whole_on_hover_and_no_template_says_so() -> None:
+    rule = " and ".join(f"result != {n}" for n in range(60))
+    chart = chart_of(measured(1), {"provider": "http", "success": rule})
+    said = [t for t in chart.iter(f"{SVG}text") if t.get("class") == "condition"]
+    assert len(said) == charts.LINES and texts(chart, "condition")[-1] == "on empty: inconclusive"
+    assert texts(chart, "condition")[-2].endswith("…") and said[-2].findtext(f"{SVG}title") == f"success: {rule}"
+    assert texts(chart_of(measured(1), {"provider": "http"}), "condition")[0] == "no condition: passed on any 2xx"
+    unknown = texts(chart_of(measured(1)), "condition")
+    assert " ".join(unknown) == "this revision of the template is not in the log"
