@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from markupsafe import Markup
 
 TEMPLATES = Path(__file__).parent / "templates"  # package data: installed beside this module
 LEGEND = ("complete", "failed", "cancelled", "open")
+MEASURED = ("passed", "failed", "inconclusive")  # a measurement's outcomes, as the charts colour them
 HISTORY_COLUMNS = ("version", "phase", "attempt", "reason", "cause", "message", "actor", "created_at", "finished_at")
 EVENT_COLUMNS = ("position", "timestamp", "version", "attempt", "type", "actor")
 LONG_COLUMNS = frozenset({"reason", "message", "actor", "cause", "type"})  # wrap, whole value on hover
@@ -46,16 +48,28 @@ def index(
     return render("index.html", title="configs", live=live, configs=configs, head=head, pipelines=pipelines)
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """What a config's page charts (DESIGN 7.9): the charts drawn by charts.py, of `deployment`'s latest attempt
+    (None: there is none, or no `asked` version ?version=N)."""
+
+    charts: str
+    deployment: Mapping[str, Any] | None
+    asked: int | None
+
+
 def config(
     row: Mapping[str, Any],
     timeline: str,
+    analysis: Analysis,
     history: Sequence[Mapping[str, Any]],
     events: Sequence[Mapping[str, Any]],
     filters: Mapping[str, str],
     next_after: int | None,
     head: int,
 ) -> str:
-    """One config: its spec, its attempts on a timeline, its deployments and its events (filtered)."""
+    """One config: its spec, its attempts on a timeline, an attempt's analysis, its deployments and its events
+    (filtered)."""
     name = row["name"]
     next_query = None
     if next_after is not None:
@@ -68,6 +82,9 @@ def config(
         command=json.dumps(row["spec"]["command"]),
         legend=LEGEND,
         timeline=Markup(timeline),  # drawn by the timeline template, escaped there
+        analysis=analysis,
+        charts=Markup(analysis.charts),  # drawn by the charts template, escaped there
+        measured=MEASURED,
         history_columns=HISTORY_COLUMNS,
         history=history,
         event_columns=EVENT_COLUMNS,

@@ -16,10 +16,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ...domain.errors import NotFound
 from ...domain.names import validate_name
 from ...domain.times import utc_text
-from ...projections import attempt_queries, history_queries
+from ...projections import attempt_queries, history_queries, template_queries
 from ...projections.audit_queries import EventFilter
+from ...projections.rows import ViewRow
 from ...service import documents, event_documents, stage_view
-from . import pages, timeline
+from . import charts, pages, timeline
 
 if TYPE_CHECKING:
     from ...projections.store import ProjectionStore
@@ -103,7 +104,18 @@ def _config(state: Session, metrics: Exposition, params: dict[str, str], name: s
     next_after = events[-1]["position"] if only.limit is not None and len(events) == only.limit else None
     svg = timeline.svg(attempts, datetime.now(UTC))
     history = documents.history(history_db, name)
-    return _html(pages.config(rows[0], svg, history, events, params, next_after, store.source.head()))
+    analysed = _analysed(history, only.revision)
+    measured = analysed["verification"]["measurements"] if analysed else []
+    analysis = charts.svg(measured, template_queries.templates(audit_db))
+    shown = pages.Analysis(analysis, analysed, only.revision)
+    return _html(pages.config(rows[0], svg, shown, history, events, params, next_after, store.source.head()))
+
+
+def _analysed(history: list[ViewRow], revision: int | None) -> ViewRow | None:
+    """The deployment whose latest attempt the charts draw: `revision`'s (?version=N), else the latest."""
+    if revision is None:
+        return history[-1] if history else None
+    return next((d for d in history if d["version"] == revision), None)
 
 
 # -- the API: the same documents as `-o json` ------------------------------------------------------------

@@ -23,6 +23,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Result, Rollouts
+from tests.support.analysis_servers import serving_site
+from tests.support.charted import charted_home
 
 pytestmark = pytest.mark.slow
 
@@ -291,6 +293,48 @@ def test_after_the_demo_no_text_covers_another_and_none_is_cut_at_the_edge(
             assert browser.execute_script("return document.documentElement.scrollWidth") <= width
     finally:
         assert server.stop()[0] == 0
+
+
+def test_the_analysis_charts_show_each_outcome_and_no_text_covers_another(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any, tmp_path: Path
+) -> None:
+    """Issue 44: a config with templates charts each one's values by step, its conditions beside; at 1400x1000
+    no label of a chart or of the timeline covers another, and none runs past its chart."""
+    from selenium.webdriver.common.by import By
+
+    folder = tmp_path_factory.mktemp("serve-charts")
+    (folder / "work").mkdir()
+    site = serving_site()
+    rollouts = charted_home(Rollouts(folder / "home", folder / "work"), next(site).address)
+    server = Served(rollouts)
+    try:
+        browser.set_window_size(1400, 1000)
+        for target, templates in (("configs/web?version=1", 3), ("configs/web", 2)):
+            browser.get(server.url + target)
+            charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
+            assert len(charts) == templates
+            browser.save_screenshot(str(tmp_path / f"charts-{templates}.png"))
+            for selector in ("svg.timeline text", "svg.chart text"):
+                texts = [b for b in browser.execute_script(BOXES, selector) if b["width"] > 0]
+                for i, a in enumerate(texts):
+                    for b in texts[i + 1 :]:
+                        assert not _boxes_overlap(a, b), f"{target}: {a['text']!r} and {b['text']!r} overlap"
+            for chart in charts:
+                edge = chart.rect["x"] + chart.rect["width"]
+                inside = browser.execute_script(BOXES.replace("document.", "arguments[1]."), "text", chart)
+                assert all(t["x"] + t["width"] <= edge + 1 for t in inside), f"{target}: a label runs past its chart"
+        points = browser.find_elements(By.CSS_SELECTOR, "svg.chart circle.point")
+        fills = {p.get_attribute("data-outcome"): p.value_of_css_property("fill") for p in points}
+        assert set(fills) == {"passed", "failed"} and fills["passed"] != fills["failed"]
+        browser.get(server.url + "configs/web?version=1")
+        fills = {
+            p.get_attribute("data-outcome"): p.value_of_css_property("fill")
+            for p in browser.find_elements(By.CSS_SELECTOR, "svg.chart circle.point")
+        }
+        assert set(fills) == {"passed", "inconclusive"} and len(set(fills.values())) == 2
+    finally:
+        assert server.stop()[0] == 0
+        next(site, None)  # the site stops
 
 
 def test_the_page_shows_a_finished_step_within_2_s_without_a_reload(
