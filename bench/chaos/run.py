@@ -129,6 +129,7 @@ from bench.chaos.model import (  # noqa: E402
     REPO,
     SCALE,
     STEP_WEIGHTS,
+    TEMPLATE_WEIGHTS,
     WRITES,
     Conf,
     Controller,
@@ -139,17 +140,20 @@ from bench.chaos.model import (  # noqa: E402
 from bench.chaos.moves import Moves  # noqa: E402
 from bench.chaos.ops import Operations  # noqa: E402
 from bench.chaos.steps import STEP_VIOLATIONS, Steps  # noqa: E402
+from bench.chaos.templates import TEMPLATE_VIOLATIONS, Templates  # noqa: E402
 from bench.shared.cli_server import ForkedCli, FreshCli  # noqa: E402 - bench/shared/cli_server.py: how commands start
 from bench.shared.harness import run_keeping_evidence  # noqa: E402
 
 
-class Chaos(Operations, Faults, Moves, Steps, Checks):
+class Chaos(Operations, Faults, Moves, Steps, Templates, Checks):
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
         self.profile = SCALE if args.scale else DEFAULT
         if args.steps:
             self.profile = dataclasses.replace(self.profile, weights={**self.profile.weights, **STEP_WEIGHTS})
+        if args.templates:
+            self.profile = dataclasses.replace(self.profile, weights={**self.profile.weights, **TEMPLATE_WEIGHTS})
         self.stepped: set[str] = set()  # --steps: configs with steps and a verification
         self.manual: set[str] = set()  # --steps: configs whose steps pause for `rollout promote`
         self.configs_count: int = args.configs or self.profile.configs
@@ -221,6 +225,7 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             self.journal.close()
         with contextlib.suppress(Exception):
             self.sink.__exit__()
+        self.close_templates()
         if self.schema and not self.keep:
             for schema in (self.schema, *self.move_schemas):
                 drop_schema(self.args.store, schema)
@@ -277,6 +282,7 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             self.commands = ForkedCli(self.work, self.env, self.logs / "cli-server.log")
         else:
             self.commands = FreshCli(self.work, self.env)
+        self.start_templates()
         self.setup()
         self.maintain_controllers(verdict)
         self.issue(verdict)
@@ -319,6 +325,8 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             "claims_in_freeze": verdict.count("claims_in_freeze"),
             "freezes": self.counts["freezes"],
             **{k: verdict.count(k) for k in STEP_VIOLATIONS},
+            **{k: verdict.count(k) for k in TEMPLATE_VIOLATIONS},
+            **{k: self.counts[k] for k in ("template_runs_checked", "template_edits")},
             **{k: self.counts[k] for k in ("measurements", "promotes", "aborts", "rollbacks")},
             "measurements_by_outcome": self.counts["measurements_by_outcome"] or {},
             "stepped_configs": len(self.stepped),
@@ -333,7 +341,7 @@ class Chaos(Operations, Faults, Moves, Steps, Checks):
             "gt_runs": self.counts["gt_runs"],
             "seconds": round(elapsed, 1),
         }
-        failed = any(result[k] for k in (*VIOLATION_COUNTS, *STEP_VIOLATIONS))
+        failed = any(result[k] for k in (*VIOLATION_COUNTS, *STEP_VIOLATIONS, *TEMPLATE_VIOLATIONS))
         failed = failed or not all(result[k] for k in VIOLATION_FLAGS)
         # A notification may come twice only when a controller died sending it (same key and body).
         failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
@@ -401,8 +409,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="most configs get weighted steps, a verification of random outcome, auto-rollback, some manual"
         " pauses; promote and abort among the ops (bench/chaos/steps.py)",
     )
+    p.add_argument(
+        "--templates",
+        action="store_true",
+        help="--steps, and the stepped configs name analysis templates (a real Prometheus, an HTTP server, a"
+        " command) of random outcome, edited by `analysis set` among the ops (bench/chaos/templates.py)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="narrate chaos on stderr")
     args = p.parse_args(argv)
+    args.steps = args.steps or args.templates
     if args.store and args.restore_log:
         p.error("--restore-log puts back a copy of a SQLite log: it does not combine with --store")
     if args.moves and args.restore_log:
