@@ -74,6 +74,15 @@ Complete deployment's steps all ran to exit 0 in order, no measurement of it exi
 each measurement's outcome in the log against its GT exit code, and I10 from the log (each failure
 that calls for a rollback has exactly one, to the last Complete version before it; none other).
 
+`--templates` (bench/chaos/templates.py; implies --steps): the stepped configs name one to three analysis
+templates (DESIGN 7.9): prometheus, asking a real Prometheus (Debian's, started by the run on a free loopback
+port, scraping a prometheus_client app of the run's), http, asking an HTTP server in the run, and command (7.6's
+seeded measurement); the run flips what the servers answer per config (passed, failed, inconclusive, empty,
+an error reply), `analysis set` edits the templates among the ops, and the checks add that every claim fixed
+the templates' revisions in force in the log then (template_claim_stale) and every measurement ran the
+revision its claim fixed (template_revision_mismatches, from the runtime's rows and the ground truth). Here
+(2 busy cores) a 1,000-rollout run (`--templates --scale --rollouts 1000`) takes ~10 min on SQLite.
+
 How commands start (`--cli`): by default each command, and each controller, is a child forked by
 one warm interpreter (bench/shared/cli_server.py) that runs the real entry point, `rollouts.adapters.cli.main()`,
 with its argv: a process of its own (pid, stdin from /dev/null, its own stdout and stderr, exit
