@@ -1,8 +1,9 @@
 """What the log shows of I9 and I10 (DESIGN 7.6): a pure check over deployment and config events, in log order.
 
 I9: a deployment is Complete only if each of its steps' deployers exited 0, in order, and each step's
-verification passed (its measurements, counted here from their outcomes, within the limits of the
-deployment's frozen spec), or a human promoted past it; no step starts before the step before it passed.
+verification passed (its measurements, counted here from their outcomes per source: --verify within the
+limits of the deployment's frozen spec, each analysis template within those its attempt's claim fixed), or a
+human promoted past it; no step starts before the step before it passed.
 I10: every failure that calls for an automatic rollback (as domain.rollout.rollback_due decides it, folded
 here from the log itself) is followed by exactly one rollback to the last Complete revision before it,
 and no other rollback is triggered; a deployment no deployer step of which was ever claimed calls for none.
@@ -18,7 +19,7 @@ from . import phases
 from .audit import Violation
 from .phases import phase_after
 from .reasons import ABORTED, AUTO_ROLLBACK, CANCELLED, FOREIGN
-from .sequence import FAILED, INCONCLUSIVE_OUTCOME, PASSED
+from .sequence import FAILED, INCONCLUSIVE_OUTCOME, OUTCOMES, PASSED, Sequence, Source, claimed_sources, tally_key
 from .step import DEPLOYER
 
 # The config events this audit reads besides every deployment event.
@@ -47,21 +48,25 @@ class _Attempt:
     phase: str | None = None
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # names the log introduced -> step data
     succeeded: frozenset[int] = frozenset()  # step indexes whose deployer exited 0
-    tallies: dict[int, dict[str, int]] = field(default_factory=dict)
+    tallies: dict[str, dict[str, int]] = field(default_factory=dict)  # by sequence.tally_key(step, template)
     promoted: frozenset[int] = frozenset()  # steps a human promoted past
     full: int | None = None  # the step a `promote --full` left from
+    analysis: tuple[Source, ...] = ()  # the templates the attempt's claim fixed (DESIGN 7.9)
 
     def verified(self, index: int) -> bool:
-        """Whether step `index` passed its verification, or needed none, or a human promoted past it."""
-        if not self.spec.get("verify") or index in self.promoted or (self.full is not None and index > self.full):
+        """Whether step `index` passed its verification (each source its own count and limits, as the
+        deployment decided it), or needed none, or a human promoted past it."""
+        if index in self.promoted or (self.full is not None and index > self.full):
             return True
-        tally = self.tallies.get(index, {})
-        done = sum(tally.values())
-        return (
-            done >= int(self.spec.get("verify_count", 3))
-            and tally.get(FAILED, 0) <= int(self.spec.get("failure_limit", 0))
-            and tally.get(INCONCLUSIVE_OUTCOME, 0) <= int(self.spec.get("inconclusive_limit", 0))
-        )
+        for source in Sequence("", 0, 0, self.spec, self.analysis).sources:
+            tally = self.tallies.get(tally_key(index, source.template), {})
+            if (
+                sum(tally.get(o, 0) for o in OUTCOMES) < source.measurements
+                or tally.get(FAILED, 0) > source.failure_limit
+                or tally.get(INCONCLUSIVE_OUTCOME, 0) > source.inconclusive_limit
+            ):
+                return False
+        return True
 
     def passed(self, index: int) -> bool:
         skipped = self.full is not None and self.full < index < self.count
@@ -146,6 +151,8 @@ class StepAuditor:
         # (a claim that names no step, from before steps, was the deployer's)
         if (introduced or type_ == "DeployerClaimed") and (introduced or {}).get("kind", DEPLOYER) == DEPLOYER:
             self.deployer_claimed.add(key)
+        if type_ == "DeployerClaimed":
+            a.analysis = claimed_sources(data.get("analysis"))
         if type_ in _OF_A_STEP:
             step = a.steps.get(data.get("name") or "", _NO_STEP)
             index = int(step.get("index", 1))
@@ -154,7 +161,9 @@ class StepAuditor:
             elif step.get("kind") == DEPLOYER and index > 1 and not a.passed(index - 1):
                 self._flag(position, key, "I9", f"step {index} started before step {index - 1} passed")
         elif type_ == "MeasurementRecorded":
-            tally = a.tallies.setdefault(int(data.get("step", 1)), {})
+            template = data.get("template")  # NAME@VERSION, None for --verify
+            source = tally_key(int(data.get("step", 1)), template.rsplit("@", 1)[0] if template else None)
+            tally = a.tallies.setdefault(source, {})
             outcome = data.get("outcome", INCONCLUSIVE_OUTCOME)
             tally[outcome] = tally.get(outcome, 0) + 1
         elif type_ == "Promoted":

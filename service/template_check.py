@@ -32,9 +32,10 @@ def template_differs(
     spec = None if known is None else known["revisions"].get(int(revision))
     if spec is None:
         return None  # a revision this log never held: fixed as deleted (0), run as what says so
-    wanted_argv, extra, named = template_run(
-        TemplateSpec.model_validate(spec), fixed, json.loads(spec_text).get("analysis_args") or {}, env
-    )
+    typed = TemplateSpec.model_validate(spec)
+    wanted_argv, extra, named = template_run(typed, fixed, json.loads(spec_text).get("analysis_args") or {}, env)
+    if typed.provider != "command":  # the interpreter is the controller's own, which no event names: not held
+        argv, wanted_argv = argv[1:], wanted_argv[1:]
     if argv != wanted_argv or env.get(TEMPLATE_ENV) != extra.get(TEMPLATE_ENV):
         return f"{name} ran otherwise than analysis template {fixed} says: {TRACE}"
     odd = [n for n in (json.loads(passed) if passed else []) if n not in named and not inherited([n])]

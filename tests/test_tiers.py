@@ -31,6 +31,8 @@ FAST = {
     "integration/steps/test_steps_cli.py",
     "unit/test_chaos_checks.py",
     "unit/test_chaos_steps.py",
+    "unit/test_chaos_templates.py",
+    "unit/test_step_audit_templates.py",
     "unit/test_read_healing.py",
     "unit/test_chain.py",
     "unit/test_config_rules.py",

@@ -115,6 +115,7 @@ class Checks:
                     run["end"], run["rc"] = float(stamp), rc
                 else:
                     verdict.add("gt_garbled", line)
+        runs += self.template_runs()  # --templates: a built-in provider's measurement, by its runtime row
         self.counts["gt_runs"] = len(runs)
         counts = Counter(r["name"] for r in runs)
         for name, n in counts.items():

@@ -125,9 +125,11 @@ WRITES = (
     "promote",
     "promote_full",
     "abort",
+    "analysis_set",
 )
 # --steps: added to the profile's weights; fewer supersedes (a cancel calls for no rollback: let rollouts end).
 STEP_WEIGHTS = {"promote": 4, "promote_full": 2, "abort": 2, "latest_supersede": 8, "latest": 40, "cancel": 2}
+TEMPLATE_WEIGHTS = {"analysis_set": 4}  # --templates: edits of the analysis templates while rollouts run
 EXPECTED_TYPE = {
     "queue": "RolloutTriggered",
     "latest": "RolloutTriggered",

@@ -74,6 +74,15 @@ Complete deployment's steps all ran to exit 0 in order, no measurement of it exi
 each measurement's outcome in the log against its GT exit code, and I10 from the log (each failure
 that calls for a rollback has exactly one, to the last Complete version before it; none other).
 
+`--templates` (bench/chaos/templates.py; implies --steps): the stepped configs name one to three analysis
+templates (DESIGN 7.9): prometheus, asking a real Prometheus (Debian's, started by the run on a free loopback
+port, scraping a prometheus_client app of the run's), http, asking an HTTP server in the run, and command (7.6's
+seeded measurement); the run flips what the servers answer per config (passed, failed, inconclusive, empty,
+an error reply), `analysis set` edits the templates among the ops, and the checks add that every claim fixed
+the templates' revisions in force in the log then (template_claim_stale) and every measurement ran the
+revision its claim fixed (template_revision_mismatches, from the runtime's rows and the ground truth). Here
+(2 busy cores) a 1,000-rollout run (`--templates --scale --rollouts 1000`) takes ~10 min on SQLite.
+
 How commands start (`--cli`): by default each command, and each controller, is a child forked by
 one warm interpreter (bench/shared/cli_server.py) that runs the real entry point, `rollouts.adapters.cli.main()`,
 with its argv: a process of its own (pid, stdin from /dev/null, its own stdout and stderr, exit
@@ -133,6 +142,7 @@ from bench.chaos.model import (  # noqa: E402
     REPO,
     SCALE,
     STEP_WEIGHTS,
+    TEMPLATE_WEIGHTS,
     WRITES,
     Conf,
     Controller,
@@ -144,11 +154,12 @@ from bench.chaos.moves import Moves  # noqa: E402
 from bench.chaos.ops import Operations  # noqa: E402
 from bench.chaos.stages import STAGE_VIOLATIONS, STAGE_WEIGHTS, Stages  # noqa: E402
 from bench.chaos.steps import STEP_VIOLATIONS, Steps  # noqa: E402
+from bench.chaos.templates import TEMPLATE_VIOLATIONS, Templates  # noqa: E402
 from bench.shared.cli_server import ForkedCli, FreshCli  # noqa: E402 - bench/shared/cli_server.py: how commands start
 from bench.shared.harness import run_keeping_evidence  # noqa: E402
 
 
-class Chaos(Operations, Faults, Moves, Steps, Stages, Checks):
+class Chaos(Operations, Faults, Moves, Steps, Stages, Templates, Checks):
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
@@ -157,6 +168,8 @@ class Chaos(Operations, Faults, Moves, Steps, Stages, Checks):
             self.profile = dataclasses.replace(self.profile, weights={**self.profile.weights, **STEP_WEIGHTS})
         if args.stages:
             self.profile = dataclasses.replace(self.profile, weights={**self.profile.weights, **STAGE_WEIGHTS})
+        if args.templates:
+            self.profile = dataclasses.replace(self.profile, weights={**self.profile.weights, **TEMPLATE_WEIGHTS})
         self.stepped: set[str] = set()  # --steps: configs with steps and a verification
         self.manual: set[str] = set()  # --steps: configs whose steps pause for `rollout promote`
         self.configs_count: int = args.configs or self.profile.configs
@@ -228,6 +241,7 @@ class Chaos(Operations, Faults, Moves, Steps, Stages, Checks):
             self.journal.close()
         with contextlib.suppress(Exception):
             self.sink.__exit__()
+        self.close_templates()
         if self.schema and not self.keep:
             for schema in (self.schema, *self.move_schemas):
                 drop_schema(self.args.store, schema)
@@ -284,6 +298,7 @@ class Chaos(Operations, Faults, Moves, Steps, Stages, Checks):
             self.commands = ForkedCli(self.work, self.env, self.logs / "cli-server.log")
         else:
             self.commands = FreshCli(self.work, self.env)
+        self.start_templates()
         self.setup()
         self.maintain_controllers(verdict)
         self.issue(verdict)
@@ -326,6 +341,8 @@ class Chaos(Operations, Faults, Moves, Steps, Stages, Checks):
             "claims_in_freeze": verdict.count("claims_in_freeze"),
             "freezes": self.counts["freezes"],
             **{k: verdict.count(k) for k in STEP_VIOLATIONS},
+            **{k: verdict.count(k) for k in TEMPLATE_VIOLATIONS},
+            **{k: self.counts[k] for k in ("template_runs_checked", "template_edits")},
             **{k: self.counts[k] for k in ("measurements", "promotes", "aborts", "rollbacks")},
             "measurements_by_outcome": self.counts["measurements_by_outcome"] or {},
             "stepped_configs": len(self.stepped),
@@ -342,7 +359,7 @@ class Chaos(Operations, Faults, Moves, Steps, Stages, Checks):
             "gt_runs": self.counts["gt_runs"],
             "seconds": round(elapsed, 1),
         }
-        failed = any(result[k] for k in (*VIOLATION_COUNTS, *STEP_VIOLATIONS, *STAGE_VIOLATIONS))
+        failed = any(result[k] for k in (*VIOLATION_COUNTS, *STEP_VIOLATIONS, *STAGE_VIOLATIONS, *TEMPLATE_VIOLATIONS))
         failed = failed or not all(result[k] for k in VIOLATION_FLAGS)
         # A notification may come twice only when a controller died sending it (same key and body).
         failed = failed or result["notifications_duplicated"] > self.counts["controller_kills"]
@@ -416,8 +433,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the configs form pipelines of 3 stages with auto promotion; rollout latest --queue among the ops"
         " (bench/chaos/stages.py)",
     )
+    p.add_argument(
+        "--templates",
+        action="store_true",
+        help="--steps, and the stepped configs name analysis templates (a real Prometheus, an HTTP server, a"
+        " command) of random outcome, edited by `analysis set` among the ops (bench/chaos/templates.py)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="narrate chaos on stderr")
     args = p.parse_args(argv)
+    args.steps = args.steps or args.templates
     if args.store and args.restore_log:
         p.error("--restore-log puts back a copy of a SQLite log: it does not combine with --store")
     if args.moves and args.restore_log:

@@ -68,7 +68,10 @@ class Steps:
             return []
         self.stepped.add(name)
         args = ["--steps", rng.choice(STEP_WEIGHTS), "--env", f"VERIFY_FAIL_PCT={rng.choice(FAIL_PCTS)}"]
-        args += ["--verify", verify_script(self.gt, self.args.seed, rng.choice(self.profile.hook_sleeps))]
+        if not self.args.templates or rng.random() < 0.3:
+            args += ["--verify", verify_script(self.gt, self.args.seed, rng.choice(self.profile.hook_sleeps))]
+        if self.args.templates:
+            args += self.template_options()
         args += ["--verify-count", str(rng.choice((1, 2))), "--verify-interval", "0"]
         if rng.random() < 0.9:
             args.append("--auto-rollback")
@@ -83,10 +86,14 @@ class Steps:
             return ["rollout", "promote", name, *(["--full"] if kind == "promote_full" else [])]
         if kind == "abort":
             return ["rollout", "abort", name, "--reason", f"chaos {self.op_ids + 1}"]
+        if kind == "analysis_set":
+            return self.template_edit()
         return None
 
     def step_spec_change(self) -> list[str]:
         rng = self.rng
+        if self.args.templates and rng.random() < 0.3:
+            return ["--analysis-arg", f"mood={rng.randrange(100)}"]
         if rng.random() < 0.5:
             return ["--env", f"VERIFY_FAIL_PCT={rng.choice(FAIL_PCTS)}"]
         return ["--env", f"VERIFY_MOOD={rng.randrange(1000)}"]
@@ -134,6 +141,7 @@ class Steps:
         for key, stream in streams.items():
             self.check_completed_steps(verdict, key, stream, by_name)
         self.check_rollbacks(verdict, events, streams)
+        self.check_templates(verdict, events)
 
     def check_completed_steps(
         self,

@@ -41,6 +41,9 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   CLI's in-process `rollout history NAME -o json` (bench/performance/serve.py). `--quick`: small
 15. measure_*     the prometheus measurement process as the controller starts it (`python -m rollouts measure
                   --resolved`) vs `python -c` importing urllib3 and making the same query (bench/performance/measure.py)
+16. template_*    the controller's own CPU per template measurement: configs naming a command template of 5
+                  measurements at interval 0, minus the same configs without it, per measurement
+                  (bench/performance/template_cost.py)
 
 `--json` prints {"name": {"value", "baseline", "ratio", "goal", "ok"}} as the last line.
 The figures are measured in bench/performance/: in_process.py (1, 2, 8, 9), processes.py (3, 4, 6, 7, with
@@ -76,6 +79,7 @@ from bench.performance.measure import bench_measure  # noqa: E402
 from bench.performance.passes import bench_idle, bench_scale  # noqa: E402
 from bench.performance.processes import bench_cli, bench_e2e, bench_latency, bench_rss  # noqa: E402
 from bench.performance.promotion import bench_promotion_latency  # noqa: E402
+from bench.performance.template_cost import bench_template_cost  # noqa: E402
 from bench.shared.harness import FULL, QUICK, Workspace  # noqa: E402
 
 # -- figure 10: PostgreSQL (bench/performance/postgres.py) ---------------------------------------------------
@@ -123,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object, last line")
     parser.add_argument(
         "--only",
-        help="comma-separated sections: rebuild,commands,chain,cli,latency,promotion,idle,e2e,rss,measure,pg,scale,"
-        "rebuild1m,audit,serve",
+        help="comma-separated sections: rebuild,commands,chain,cli,latency,promotion,idle,e2e,rss,measure,templates,"
+        "pg,scale,rebuild1m,audit,serve",
     )
     parser.add_argument(
         "--store",
@@ -166,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("e2e", bench_e2e),
                 ("rss", bench_rss),
                 ("measure", bench_measure),
+                ("templates", bench_template_cost),
             ):
                 if wanted(section):
                     log(section)

@@ -5,14 +5,16 @@ ROLLOUTS_CHAOS_CONTROLLERS and ROLLOUTS_CHAOS_MINUTES when set (for longer runs)
 default is the CI size, which finishes well within three minutes on two cores. The run puts an
 old copy of the log back mid-run (--restore-log), which also stands in for the old-projections
 restore of a small run. A second run takes the --scale profile (many configs side by side) at a
-small size, a third moves the log twice (--moves), and a fourth has steps, measurements, pauses,
-promote, abort and the automatic rollback (--steps).
+small size, a third moves the log twice (--moves), a fourth has steps, measurements, pauses,
+promote, abort and the automatic rollback (--steps), and a fifth adds analysis templates of all three
+providers, a real Prometheus among them, edited while rollouts run (--templates).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +49,8 @@ CLEAN = (
     "rollback_missing",
     "rollback_twice",
     "rollback_unwanted",
+    "template_claim_stale",
+    "template_revision_mismatches",
 )
 TRUE = ("audit_ok", "views_equal_rebuild", "settled")
 
@@ -117,4 +121,16 @@ def test_small_run_with_steps_keeps_i9_and_i10() -> None:
     automatic rollback, through the same chaos; no step passed unverified, no rollback missing or twice."""
     result, why = chaos(["--seed", "4", "--steps", "--scale", "--rollouts", "60", "--minutes", "1"], 165)
     assert result["stepped_configs"] > 0 and result["measurements"] > 0, why
+    assert result["rollbacks"] > 0 and result["measurements_by_outcome"].get("failed", 0) > 0, why
+
+
+@pytest.mark.slow
+def test_small_run_with_templates_holds_each_measurement_to_its_claims_revision() -> None:
+    """--templates: the stepped configs name prometheus (Debian's server, fed by an app the run sets), http
+    and command templates of random outcome, `analysis set` edits them mid-rollout; the same checks, and
+    each measurement ran the template revision its attempt's claim fixed."""
+    if shutil.which("prometheus") is None and os.environ.get("ROLLOUTS_REQUIRE_PROMETHEUS") != "1":
+        pytest.skip("Debian's prometheus is not installed (apt-get install prometheus)")
+    result, why = chaos(["--seed", "5", "--templates", "--scale", "--rollouts", "40", "--minutes", "0.75"], 165)
+    assert result["template_runs_checked"] > 0 and result["template_edits"] > 0, why
     assert result["rollbacks"] > 0 and result["measurements_by_outcome"].get("failed", 0) > 0, why
