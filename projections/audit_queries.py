@@ -49,6 +49,21 @@ def has_type(db: sqlite_utils.Database, type_: str) -> bool:
     return db.execute("SELECT 1 FROM events WHERE type = ? LIMIT 1", (type_,)).fetchone() is not None
 
 
+def last_of_types(
+    db: sqlite_utils.Database, name: str, types: tuple[str, ...], until: int | None = None
+) -> dict[str, Any] | None:
+    """The last event of config `name` whose type is one of `types` (up to position `until`), as the view's
+    row (its `data` undecoded); None when there is none."""
+    marks = ", ".join("?" * len(types))
+    sql = f"SELECT position, type, actor, timestamp, data FROM events WHERE config = ? AND type IN ({marks})"
+    args: list[Any] = [name, *types]
+    if until is not None:
+        sql += " AND position <= ?"
+        args.append(until)
+    last = list(db.query(sql + " ORDER BY position DESC LIMIT 1", args))
+    return last[0] if last else None
+
+
 def events(db: sqlite_utils.Database, only: EventFilter) -> list[ViewRow]:
     """The events `only` lets through, in log order, with `data` decoded and who ran the command (`os_user`,
     and on PostgreSQL the database role, `db_user`)."""

@@ -55,6 +55,9 @@ STEP_MARKS = {
     "HookStarted": "started",
     "MeasurementStarted": "started",
 }
+# What the controller plans from each pass (adapters/controller/loop.py): every open deployment, through the
+# index on phase.
+OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, revision"
 # The events that end a step and name the next (their `next`)
 MOVES = ("DeployerSucceeded", "HookSucceeded", "HookFailed", "MeasurementRecorded", "PauseEnded", "Promoted")
 

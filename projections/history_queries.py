@@ -36,6 +36,10 @@ _CONFIGS = (
 )
 _STEPS = "SELECT * FROM steps WHERE config = ? AND revision = ? ORDER BY created_at, name"
 _LATEST_PHASE = "SELECT phase FROM deployments WHERE config = ? ORDER BY revision DESC LIMIT 1"
+_STEP_RUN = (
+    "SELECT d.spec, s.kind FROM steps AS s JOIN deployments AS d ON d.config = s.config AND d.revision = s.revision"
+    " WHERE s.name = ?"
+)
 _MEASURED = "SELECT * FROM measurements WHERE {} ORDER BY revision, attempt, k"
 _LAST_VALUES = """SELECT m.config, last.name, m.value FROM measurements AS m JOIN (
     SELECT config, substr(template, 1, instr(template, '@') - 1) AS name, max(position) AS position
@@ -112,6 +116,13 @@ def latest_phase(db: sqlite_utils.Database, name: str) -> str | None:
     """The phase of `name`'s latest deployment (None when it has none, or there is no such config)."""
     row = db.execute(_LATEST_PHASE, (name,)).fetchone()
     return row[0] if row else None
+
+
+def step_run(db: sqlite_utils.Database, name: str) -> tuple[str, str] | None:
+    """(spec, kind) of the step whose run is named `name`: its deployment's spec and the step's kind (None:
+    no step of the view has that name)."""
+    row: tuple[str, str] | None = db.execute(_STEP_RUN, (name,)).fetchone()
+    return row
 
 
 # -- what /metrics reports (adapters/web/metrics.py, adapters/web/exposition.py) --------------------

@@ -16,13 +16,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..adapters.home import DEFAULT_HOME
-from ..adapters.store.port import LOG_TABLE
+from ..adapters.store import claim_reads as reads
 from ..adapters.store.url import parse_store
 from ..domain.errors import StoreProblem, UsageError
 from ..domain.fencing import Verdict, claim_verdict
 from ..domain.log_writers import writer_of
 from .bootstrap import bootstrap
-from .leases import TABLE as LEASES
 from .leases import lease_seconds
 
 if TYPE_CHECKING:
@@ -51,45 +50,29 @@ def check(backend: Backend, claim: str) -> Verdict:
     is opened, so a deployer can ask before each side effect (StoreUnavailable: the log is out of reach)."""
     log_id, position = parse(claim)
     with backend.snapshot() as look:
-        m = look.mark
-        found = look.query(f"SELECT originator_id, topic FROM {look.events} WHERE {look.position} = {m}", (position,))
-        if not found:
+        found = reads.event_at(look, position)
+        if found is None:
             return Verdict(False, f"the log holds no event at position {position}")
-        stream, topic = found[0]
+        stream, topic = found
         if not topic.endswith(CLAIMED):
             return Verdict(False, f"position {position} is not a claim ({topic.rpartition('.')[2]})")
         writer = _writer(look, position)
         if writer != log_id:
             return Verdict(False, f"the claim is of log {log_id}; position {position} here is of log {writer}")
-        sql = (
-            f"SELECT {look.position}, topic, state FROM {look.events} WHERE originator_id = {m}"
-            " ORDER BY originator_version"
-        )
-        events = [(at, t.rpartition(".")[2], json.loads(state)) for at, t, state in look.query(sql, (stream,))]
-        leases = _leases(look)
+        events = [(at, t.rpartition(".")[2], json.loads(state)) for at, t, state in reads.stream_events(look, stream)]
+        leases = reads.live_leases(look, lease_seconds)
     return claim_verdict(position, events, lambda claimant: leases.get(claimant, False))
 
 
 def _writer(look: Snapshot, position: int) -> str:
     """The id of the log that first wrote `position` (an imported or renamed log's first positions are its
     origin's: domain/log_writers)."""
-    own = look.query(f"SELECT log_id FROM {look.table(LOG_TABLE)}", ())
-    sql = f"SELECT state FROM {look.events} WHERE topic LIKE {look.mark}"
+    own = reads.own_log_id(look)
     origins = {}
-    for (state,) in look.query(sql, (ORIGIN,)):
+    for state in reads.states_of(look, ORIGIN):
         data = json.loads(state)
         origins[data["log_id"]] = (data.get("source_log_id"), int(data["head"]))
-    return writer_of(own[0][0] if own else "", origins.get)(position)
-
-
-def _leases(look: Snapshot) -> dict[str, bool]:
-    """Each claimant's lease: whether it has not expired by the database's clock (its own length, or this
-    host's for a row made before leases kept theirs)."""
-    if not look.has_table(LEASES):
-        return {}
-    m = look.mark
-    sql = f"SELECT claimant, {look.now} - renewed_at <= coalesce(seconds, {m}) FROM {look.table(LEASES)}"
-    return {claimant: bool(live) for claimant, live in look.query(sql, (lease_seconds(),))}
+    return writer_of(own, origins.get)(position)
 
 
 def report(claim: str, verdict: Verdict, output: str) -> int:

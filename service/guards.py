@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..projections.audit_queries import last_of_types
 from ..projections.records import document
 
 if TYPE_CHECKING:
@@ -30,19 +31,14 @@ def pending(audit: sqlite_utils.Database, name: str, until: int | None = None) -
     """The lowering of NAME's guard that waits for `config approve` (up to position `until`), from the audit
     view: the last request, if no approval came after it. Keys: position, actor, at, require_approval,
     approval_identity."""
-    sql = "SELECT position, type, actor, timestamp, data FROM events WHERE config = ? AND type IN (?, ?)"
-    args: list[Any] = [name, REQUESTED, APPROVED]
-    if until is not None:
-        sql += " AND position <= ?"
-        args.append(until)
-    last = list(audit.query(sql + " ORDER BY position DESC LIMIT 1", args))
-    if not last or last[0]["type"] != REQUESTED:
+    last = last_of_types(audit, name, (REQUESTED, APPROVED), until)
+    if last is None or last["type"] != REQUESTED:
         return None
-    data = document(last[0]["data"])[1]
+    data = document(last["data"])[1]
     return {
-        "position": last[0]["position"],
-        "actor": last[0]["actor"],
-        "at": last[0]["timestamp"],
+        "position": last["position"],
+        "actor": last["actor"],
+        "at": last["timestamp"],
         "require_approval": bool(data.get("require_approval")),
         "approval_identity": data.get("approval_identity") or "label",
     }

@@ -10,17 +10,16 @@ both would run every deployer the id claims.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..adapters import settings
 from ..adapters.runtime.shim import boot_clock
-from ..adapters.store.port import LogRecorder, first
+from ..adapters.store import leases as stored
+from ..adapters.store.port import LogRecorder
 from ..domain.errors import StoreProblem
 
 if TYPE_CHECKING:
     from .application import RolloutsApp
-
-TABLE = "rollouts_leases"
 
 
 def lease_seconds() -> float:
@@ -31,37 +30,17 @@ def lease_seconds() -> float:
 def freshest_age(recorder: LogRecorder) -> float | None:
     """Seconds since any claimant last renewed its lease (by the database's clock); None when none
     ever did. Reads only: no table is created, so a reader needs no more than SELECT."""
-    beside = recorder.beside
-    if not beside.table_exists(TABLE):
-        return None
-    with beside.transaction(commit=False) as cursor:
-        cursor.execute(f"SELECT {beside.lease.now} - max(renewed_at) AS age FROM {beside.table(TABLE)}")
-        age = first(cursor.fetchone())
-    return None if age is None else float(age)
+    return stored.freshest_age(recorder.beside)
 
 
 def lease_live(recorder: LogRecorder, claimant: str) -> bool:
     """Whether `claimant`'s lease has not expired by the database's clock (its own length, or this host's
     for a row made before leases kept theirs). Reads only."""
-    beside = recorder.beside
-    if not beside.table_exists(TABLE):
-        return False
-    m = beside.lease.mark
-    with beside.transaction(commit=False) as cursor:
-        cursor.execute(
-            f"SELECT {beside.lease.now} - renewed_at <= coalesce(seconds, {m}) FROM {beside.table(TABLE)}"
-            f" WHERE claimant = {m}",
-            (lease_seconds(), claimant),
-        )
-        live = first(cursor.fetchone())
-    return bool(live)
+    return stored.claimant_live(recorder.beside, claimant, lease_seconds)
 
 
 class ClaimantShared(StoreProblem):
     """Another home holds this home's claimant id, alive (the CLI exits 5)."""
-
-
-COLUMNS = {"seconds": "DOUBLE PRECISION", "holder": "TEXT"}  # added to a table made with only the first two
 
 
 class Leases:
@@ -71,46 +50,21 @@ class Leases:
     holds, unexpired, is not taken (ClaimantShared)."""
 
     def __init__(self, app: RolloutsApp, seconds: float | None = None, where: str | None = None) -> None:
-        self.beside = app.recorder.beside
         self.seconds = seconds or lease_seconds()
         self.where = where
-        self.table = self.beside.table(TABLE)
-        self.now, self.mark, self.longer = self.beside.lease
         self.renewed = 0.0  # time.monotonic() when the last renewal was sent
         self.renewed_boot = 0.0  # the same moment by the boot clock (what the shims compare their limit with)
-        self.beside.create_table(
-            f"CREATE TABLE IF NOT EXISTS {self.table} (claimant TEXT PRIMARY KEY, renewed_at DOUBLE PRECISION, "
-            + ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items())
-            + ")",
-        )
-        have = self.beside.columns(TABLE)
-        for name, kind in COLUMNS.items():  # to a table made before them (its rows' lengths and holders: NULL)
-            if name not in have:
-                self.beside.add_column(TABLE, name, kind)
-
-    def _execute(self, sql: str, params: tuple[object, ...] = (), *, fetch: bool = False) -> list[Any]:  # why: rows
-        with self.beside.transaction(commit=True) as cursor:
-            cursor.execute(sql, params)
-            return list(cursor.fetchall()) if fetch else []
+        self.table = stored.ClaimantTable(app.recorder.beside)
 
     def renew(self, claimant: str) -> bool:
         """Renew at most ten times per lease; True when a renewal was written now."""
         if time.monotonic() - self.renewed < self.seconds / 10:
             return False
-        m, held = self.mark, TABLE  # the row there (PostgreSQL names it without its schema)
         # Fresh from when the renewal was sent, not from when its answer came: the database stamps it on
         # arrival, and other hosts count the lease from that stamp. An answer delayed by d (a slow link)
         # counted from its arrival kept this host's shims alive d past the lease others saw end.
         sent, sent_boot = time.monotonic(), boot_clock()
-        taken = self._execute(
-            f"INSERT INTO {self.table} (claimant, renewed_at, seconds, holder) VALUES ({m}, {self.now}, {m}, {m}) "
-            "ON CONFLICT (claimant) DO UPDATE SET renewed_at = excluded.renewed_at, seconds = excluded.seconds,"
-            f" holder = excluded.holder WHERE {held}.holder IS NULL OR excluded.holder IS NULL"
-            f" OR {held}.holder = excluded.holder OR {self.now} - {held}.renewed_at > coalesce({held}.seconds, {m})"
-            " RETURNING claimant",
-            (claimant, self.seconds, self.where, self.seconds),
-            fetch=True,
-        )
+        taken = self.table.renew(claimant, self.seconds, self.where)
         if not taken:
             raise ClaimantShared(
                 f"claimant id {claimant} (runtime/claimant) is held, alive, by another home ({self._holder(claimant)};"
@@ -123,16 +77,10 @@ class Leases:
         return True
 
     def _holder(self, claimant: str) -> str:
-        rows = self._execute(f"SELECT holder FROM {self.table} WHERE claimant = {self.mark}", (claimant,), fetch=True)
-        return str(first(rows[0])) if rows else "?"
+        held = self.table.holder(claimant)
+        return "?" if held is None else held
 
     def expired(self) -> set[str]:
         """Claimants silent for a full lease, theirs or ours whichever is longer: their claims may be ended
         as Lost (their shims stopped their deployers at half their own lease)."""
-        rows = self._execute(
-            f"SELECT claimant FROM {self.table}"
-            f" WHERE {self.now} - renewed_at > {self.longer}(coalesce(seconds, {self.mark}), {self.mark})",
-            (self.seconds, self.seconds),
-            fetch=True,
-        )
-        return {first(row) for row in rows}
+        return self.table.expired(self.seconds)

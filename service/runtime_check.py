@@ -11,27 +11,19 @@ not compared.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..adapters.runtime.port import claim_parts
+from ..adapters.runtime.table import recorded_runs
 from ..domain.audit import Violation
 from ..domain.spec import Spec
+from ..projections.history_queries import step_run
 from .launch import TEMPLATE_NAME_ENV, command_of, inherited
 from .template_check import template_differs
 
 if TYPE_CHECKING:
     import sqlite_utils
-
-ROWS = (
-    "SELECT name, config, revision, argv, env, pass_env, claim FROM deployers"
-    " WHERE argv IS NOT NULL AND claim IS NOT NULL ORDER BY created_at, name"
-)
-RUN = (
-    "SELECT d.spec, s.kind FROM steps AS s JOIN deployments AS d ON d.config = s.config AND d.revision = s.revision"
-    " WHERE s.name = ?"
-)
 
 
 def runtime_breaks(
@@ -44,19 +36,13 @@ def runtime_breaks(
     path = runtime / "runtime.db"
     if log_id is None or not path.is_file():
         return []
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(ROWS).fetchall()
-    except sqlite3.Error:  # no table yet, or one from before claims were recorded
-        return []
-    finally:
-        conn.close()
+    rows = recorded_runs(path)
     found = []
     for name, config, revision, argv, env, pass_env, claim in rows:
         parts = claim_parts(claim)
         if parts is None or parts[0] != log_id:
             continue
-        run = history.execute(RUN, (name,)).fetchone()
+        run = step_run(history, name)
         if run is None:  # a run this log's fold does not name: the claim check (I7) is what keeps it out
             continue
         stored = json.loads(env) if env is not None else {}

@@ -20,6 +20,7 @@ from eventsourcing.persistence import PersistenceError
 from ...domain import ids
 from ...domain.errors import DomainError, NotFound, StoreProblem
 from ...projections import freezes
+from ...projections.desired import OPEN_ROWS
 from ...projections.health import is_broken
 from ...projections.store import BY_NAME, ProjectionStore
 from ...service import commands
@@ -46,7 +47,6 @@ OBSERVE_EVERY_S = 0.05
 # default, its memory grew by the caches filling as the files grew (RSS 1.20x over 10,000 rollouts).
 SQLITE_CACHE_KIB = 256
 STANDBY_S = 0.1  # how often a standing-by twin tries to lead
-OPEN_ROWS = "SELECT * FROM open_deployments WHERE phase IN ('New', 'Pending', 'Running') ORDER BY config, revision"
 Log = Callable[[str], None]
 
 

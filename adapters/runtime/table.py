@@ -4,6 +4,8 @@ the controller sees it."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
+from typing import Any
 
 from .port import UNKNOWN_CLAIM as UNKNOWN_CLAIM  # rows disowned by a rebind
 from .port import Observed
@@ -57,6 +59,12 @@ PRUNE = (
     "UPDATE deployers SET pruned = 1, argv = NULL, env = NULL WHERE name = ? AND state NOT IN ('created', 'running')"
 )
 
+# The runs `audit` holds to the log (service/runtime_check.py): those made for a claim, with what they ran.
+RECORDED_RUNS = (
+    "SELECT name, config, revision, argv, env, pass_env, claim FROM deployers"
+    " WHERE argv IS NOT NULL AND claim IS NOT NULL ORDER BY created_at, name"
+)
+
 
 def forget_environments(db: sqlite3.Connection) -> None:
     """Once, on a table from before pass_env: rows past their spawn need no env; their bytes are
@@ -80,3 +88,16 @@ def deployer_names(db: sqlite3.Connection, prefix: str) -> list[str]:
     (shell completion's: the caller keeps those that start with `prefix`)."""
     rows = db.execute("SELECT name FROM deployers WHERE pruned = 0 AND name >= ? ORDER BY name", (prefix,))
     return [name for (name,) in rows if isinstance(name, str)]
+
+
+def recorded_runs(path: Path) -> list[tuple[Any, ...]]:
+    """RECORDED_RUNS of the table in `path`, read through a read-only connection of its own: none when it
+    has no table yet, or one from before claims were recorded."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows: list[tuple[Any, ...]] = conn.execute(RECORDED_RUNS).fetchall()
+    except sqlite3.Error:  # no table yet, or one from before claims were recorded
+        return []
+    finally:
+        conn.close()
+    return rows

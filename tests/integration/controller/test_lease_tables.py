@@ -72,14 +72,14 @@ def test_a_renewal_counts_from_when_it_was_sent_not_from_its_late_answer(
 
     app = open_app(Home(tmp_path / "home"), backend_store)
     leases = Leases(app, seconds=5, where="host 1:2")
-    execute = leases._execute
+    execute = leases.table._execute
 
     def answer_late(*args: object, **kwargs: object) -> list[object]:
         found = execute(*args, **kwargs)  # type: ignore[arg-type]
         time.sleep(0.5)  # the answer held back on its way
         return found
 
-    monkeypatch.setattr(leases, "_execute", answer_late)
+    monkeypatch.setattr(leases.table, "_execute", answer_late)
     before, before_boot = time.monotonic(), boot_clock()
     assert leases.renew("a" * 32)
     assert leases.renewed - before < 0.25  # the send, not the answer 0.5 s later
