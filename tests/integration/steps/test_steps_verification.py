@@ -83,7 +83,12 @@ def test_steps_run_in_order_with_their_weights_each_verified_before_the_next(rol
     [row] = history(rollouts, "web")
     assert row["phase"] == "Complete"
     assert (row["step"], row["step_count"], row["weight"], row["paused"], row["rollback_of"]) == (2, 2, 100, None, None)
-    assert row["verification"] == {"passed": 4, "failed": 0, "inconclusive": 0}
+    counts = {k: v for k, v in row["verification"].items() if k != "measurements"}
+    assert counts == {"passed": 4, "failed": 0, "inconclusive": 0}
+    measured = row["verification"]["measurements"]  # 7.9: each with its step, outcome, and no template
+    assert [(m["k"], m["step"], m["template"], m["outcome"]) for m in measured] == [
+        (k, (k + 1) // 2, None, "passed") for k in range(1, 5)
+    ]
     assert "I8-I11" in ok(rollouts, "audit")  # I9 and I10 among the rules checked
     [detail] = json.loads(ok(rollouts, "rollout", "history", "web", "--revision", "1", "-o", "json"))
     runs = [(r["name"], r["kind"], r["state"], r["exit_code"]) for r in detail["steps"]]
@@ -204,7 +209,12 @@ def test_a_controller_killed_between_measurements_goes_on_where_it_was(rollouts:
     assert names == ["web-1-deploy-1", "web-1-verify-1-1", "web-1-verify-1-2", "web-1-verify-1-3"]
     times = [float(r[4]) for r in runs[1:]]
     assert all(b - a >= 1.9 for a, b in zip(times, times[1:], strict=False)), times  # spaced from the log's facts
-    assert history(rollouts, "web")[0]["verification"] == {"passed": 3, "failed": 0, "inconclusive": 0}
+    verification = history(rollouts, "web")[0]["verification"]
+    assert {k: v for k, v in verification.items() if k != "measurements"} == {
+        "passed": 3,
+        "failed": 0,
+        "inconclusive": 0,
+    }
     ok(rollouts, "audit")
 
 
@@ -228,6 +238,9 @@ def test_a_rollback_to_an_automatic_rollback_keeps_the_configs_steps(rollouts: R
     assert [r[0] for r in work.ran() if r[0].startswith("web-5")] == ["web-5-deploy-1", "web-5-verify-1-1"]
     spec = json.loads(ok(rollouts, "config", "show", "web", "-o", "json"))["spec"]
     assert (spec["steps"], spec["env"]["VERDICT"]) == ([50, 100], "0")
+    skipped = ok(rollouts, "rollout", "undo", "web", "--to-revision", "5")  # the spec runs it already: 7.11
+    assert "skipped rollback" in skipped
+    ok(rollouts, "config", "set", "web", "--env", "LATER=1")  # something else than revision 5 ran
     ok(rollouts, "rollout", "undo", "web", "--to-revision", "5")  # by hand, to the rollback of the rollback
     ok(rollouts, "controller", "run", "--until-idle", "--timeout", "60")
     assert [r[0] for r in work.ran() if r[0].startswith("web-6-deploy")] == [
