@@ -34,6 +34,7 @@ def existing_name(ctx: click.Context, param: click.Parameter, value: str | None)
     name = valid_name(ctx, param, value)
     state = ctx.find_root().obj  # the State: the root group made it before this command's parameters are read
     if name is not None and state is not None and state.home.usable() and state.store_has_no_log():
+        state.refuse_making_a_log()  # a home bound to a log its store no longer holds says that first (exit 5)
         raise NotFound(f"config {name!r} not found")
     return name
 

@@ -182,7 +182,7 @@ class Steps:
         if not promoted:
             prefix = f"{config}-{version}-verify-{attempt}-"
             for name, rs in by_name.items():
-                if name.startswith(prefix) and any(r["rc"] == 1 and r["start"] >= claimed_at for r in rs):
+                if name.startswith(prefix) and any(r.get("rc") == 1 and r["start"] >= claimed_at for r in rs):
                     verdict.add("i9_violations", {"deployment": key, "why": f"Complete though {name} exited 1"})
 
     def check_rollbacks(
