@@ -30,7 +30,7 @@ def main() -> None:
 
         cli_main()
         return
-    from ..service.claims import answer  # start-up cost: the store's modules, for this alone
+    from .service.claims import answer  # start-up cost: the store's modules, for this alone
 
     sys.exit(answer(*plain))
 

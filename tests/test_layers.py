@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repo root is the package `rollouts`
-PRODUCT = ("domain", "projections", "adapters", "service")
+PRODUCT = ("domain", "projections", "adapters")
 # The rank of each room, by the longest dotted prefix (under `rollouts.`) that names it.
 RANKS: dict[str, int] = {
     "domain": 0,
@@ -22,7 +22,7 @@ RANKS: dict[str, int] = {
     "adapters.store": 2,
     "adapters.analysis": 2,
     "adapters.runtime": 2,
-    "service": 3,
+    "adapters.service": 3,
     "adapters.controller": 4,
     "adapters.notify": 4,
     "adapters.web": 5,
@@ -106,15 +106,17 @@ def test_no_module_imports_a_layer_above_its_own_nor_tests_or_bench() -> None:
 
 
 def test_the_check_sees_function_level_relative_and_type_checking_imports(tmp_path: Path) -> None:
-    for room in ("domain", "projections", "adapters/store/sqlite", "adapters/cli", "service"):
+    for room in ("domain", "projections", "adapters/store/sqlite", "adapters/cli", "adapters/service"):
         (tmp_path / room).mkdir(parents=True)
     (tmp_path / "domain" / "rules.py").write_text("def f():\n    from ..adapters import cli\n")
     (tmp_path / "domain" / "spec.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rollouts.projections.rows import Table\n"
     )
-    (tmp_path / "projections" / "view.py").write_text("from rollouts.domain import ids\nimport rollouts.service.x\n")
-    (tmp_path / "service" / "use.py").write_text(
-        "from ..adapters.store.sqlite import backend\nfrom ..adapters import cli\n"
+    (tmp_path / "projections" / "view.py").write_text(
+        "from rollouts.domain import ids\nimport rollouts.adapters.service.x\n"
+    )
+    (tmp_path / "adapters" / "service" / "use.py").write_text(
+        "from ..store.sqlite import backend\nfrom .. import cli\n"
     )
     (tmp_path / "adapters" / "store" / "open.py").write_text("from .sqlite import backend\nfrom ...domain import ids\n")
     (tmp_path / "adapters" / "cli" / "main.py").write_text("from rollouts import projections\nimport bench.generate\n")
@@ -122,7 +124,7 @@ def test_the_check_sees_function_level_relative_and_type_checking_imports(tmp_pa
         ("rollouts.adapters.cli.main", "bench.generate"),
         ("rollouts.domain.rules", "adapters.cli"),
         ("rollouts.domain.spec", "projections.rows.Table"),
-        ("rollouts.projections.view", "service.x"),
-        ("rollouts.service.use", "adapters.store.sqlite.backend"),
-        ("rollouts.service.use", "adapters.cli"),
+        ("rollouts.projections.view", "adapters.service.x"),
+        ("rollouts.adapters.service.use", "adapters.store.sqlite.backend"),
+        ("rollouts.adapters.service.use", "adapters.cli"),
     }

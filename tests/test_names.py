@@ -1,7 +1,7 @@
 """One name per thing: `revision` for the deployment number in every view table the projections build (issue
 #30), and each class, type alias and function of the product defined once, under a name of its own (issue 47).
 
-What the program prints keeps DESIGN 7's `version` (service/documents.py renames it there); the views,
+What the program prints keeps DESIGN 7's `version` (adapters/service/documents.py renames it there); the views,
 like the events and the runtime table, say `revision`. A home whose views were built before the rename
 rebuilds them on open and prints the same documents.
 """
@@ -99,7 +99,7 @@ def test_views_built_before_the_rename_are_rebuilt_and_print_the_same(rollouts: 
 # -- one name per type, and one definition per function (issue 47) ------------------------------------------
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("domain", "projections", "adapters", "service")
+PRODUCT = ("domain", "projections", "adapters")
 # name -> (the modules that define it, why the name is shared for now). Every other class or type alias of the
 # product has one defining module; an entry here goes once its reason does.
 SHARED: dict[str, tuple[set[str], str]] = {}

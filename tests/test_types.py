@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("domain", "projections", "adapters", "service")
+PRODUCT = ("domain", "projections", "adapters")
 MOST = 30
 
 

@@ -11,7 +11,7 @@ import click
 
 from ...domain.errors import NotFound
 from ...projections import template_queries
-from ...service import analysis
+from ..service import analysis
 from .output import emit_json, output_option, show
 from .params import name_argument
 from .state import State, pass_reader, pass_state

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ...service.audit import audit as audit_log
+from ..service.audit import audit as audit_log
 from . import completion
 from .output import emit_json, output_option
 from .params import valid_name

@@ -6,8 +6,8 @@ import os
 
 import click
 
-from ...service.claims import check as check_claim
-from ...service.claims import report
+from ..service.claims import check as check_claim
+from ..service.claims import report
 from .output import output_option
 from .state import State
 

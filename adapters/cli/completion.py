@@ -15,9 +15,9 @@ import click
 from click.shell_completion import CompletionItem
 
 from ...projections.glance import configs_in_view, read_only
-from ...service.bootstrap import Services, bootstrap
 from ..home import DEFAULT_HOME, Home
 from ..runtime.table import deployer_names
+from ..service.bootstrap import Services, bootstrap
 from ..store.port import Backend
 
 _WAIT_S = 0.2  # a Tab must not hang behind a writer

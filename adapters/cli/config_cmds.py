@@ -10,7 +10,7 @@ import click
 
 from ...domain.errors import NotFound
 from ...projections import audit_queries, history_queries
-from ...service import documents, guards
+from ..service import documents, guards
 from .as_of import as_of_option, history_at
 from .output import emit_json, output_option, show
 from .params import existing_name_argument, name_argument

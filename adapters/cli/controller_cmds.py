@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import click
 
-from ...service.leases import lease_seconds
 from ..controller.loop import PassCutShort
 from ..controller.start import controller_for
 from ..runtime.shim import undumpable
+from ..service.leases import lease_seconds
 from .state import State, pass_state
 from .types import Seconds
 

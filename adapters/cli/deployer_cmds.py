@@ -14,10 +14,10 @@ import click
 from ...domain import phases
 from ...domain.errors import NotFound
 from ...projections.history_queries import deployments
-from ...service import commands
-from ...service.leases import freshest_age, lease_seconds
 from ..runtime.local import LocalRuntime, NoSuchDeployer
 from ..runtime.port import Observed, Runtime
+from ..service import commands
+from ..service.leases import freshest_age, lease_seconds
 from . import completion
 from .output import emit_json, output_option, show
 from .params import name_argument

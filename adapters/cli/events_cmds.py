@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ...projections import audit_queries
-from ...service import event_documents
-from ...service.event_documents import type_problem
+from ..service import event_documents
+from ..service.event_documents import type_problem
 from . import completion
 from .output import output_option, show
 from .params import iso_utc, valid_name

@@ -7,8 +7,8 @@ import sys
 import click
 
 from ...domain.errors import DomainError
-from ...service import rebind as rebinding
 from ..controller.loop import claimant_id
+from ..service import rebind as rebinding
 from .state import State, pass_state
 
 

@@ -9,8 +9,8 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from ...service.moves import ending, origin_of
-from ...service.moves import seal as seal_log
+from ..service.moves import ending, origin_of
+from ..service.moves import seal as seal_log
 from ..store.chain import Break, ChainVerdict
 from ..store.transfer import export_lines, load
 from ..store.verify import seen_by_home, verify_log

@@ -6,8 +6,8 @@ import os
 
 import click
 
-from ...adapters.analysis.process import EXIT_CODES, json_line, line
-from ...service.measure import measure as measure_once
+from ..analysis.process import EXIT_CODES, json_line, line
+from ..service.measure import measure as measure_once
 from .output import output_option
 from .state import State, pass_reader
 

@@ -8,9 +8,9 @@ import click
 
 from ...domain.names import validate_name
 from ...domain.notification import DEFAULT_ON, UnknownKind, parse_kinds
-from ...service import sinks
-from ...service.sinks import BadURL, check_url, shown
 from ..notify.changes import ChangeReader
+from ..service import sinks
+from ..service.sinks import BadURL, check_url, shown
 from .output import emit_json, output_option, show, table
 from .params import valid_name
 from .state import State, pass_reader, pass_state

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ...service.documents import json_text
+from ..service.documents import json_text
 from . import JOINERS
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ...service import promotion
+from ..service import promotion
 from .lazy import LazyGroup
 from .params import existing_name_argument
 from .state import State, pass_state

@@ -16,8 +16,8 @@ from ...domain import phases
 from ...domain.errors import NotFound
 from ...projections import history_queries
 from ...projections.history_queries import DEPLOYMENT_FIELDS
-from ...service import documents, stage_view
-from ...service.documents import history_document
+from ..service import documents, stage_view
+from ..service.documents import history_document
 from .as_of import as_of_option, history_at
 from .output import cell, emit_json, output_option, table
 from .params import name_argument

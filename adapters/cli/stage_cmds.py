@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from ...domain.stage import check_env, policy_of
-from ...service import stage_view
+from ..service import stage_view
 from .output import cell, emit_json, output_option, table
 from .params import existing_name_argument
 from .state import State, pass_reader

@@ -8,9 +8,9 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import click
 
-from ...service.session import HEALS as HEALS
-from ...service.session import Session
-from ...service.session import healing as healing
+from ..service.session import HEALS as HEALS
+from ..service.session import Session
+from ..service.session import healing as healing
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -15,12 +15,12 @@ from ...domain.errors import DomainError, NotFound
 from ...domain.freeze import ALL_ID
 from ...domain.measured import Measured
 from ...domain.meta import Meta
-from ...service import analysis, commands
-from ...service.application import RolloutsApp, WriteConflict, new_meta
-from ...service.claims import env_value as claim_env
-from ...service.launch import Launch, launch_spec
-from ...service.moves import log_ids_by_position
 from ..runtime.port import UNKNOWN_CLAIM, DeployerExists, Observed, Runtime, claim_text
+from ..service import analysis, commands
+from ..service.application import RolloutsApp, WriteConflict, new_meta
+from ..service.claims import env_value as claim_env
+from ..service.launch import Launch, launch_spec
+from ..service.moves import log_ids_by_position
 from .plan import REPORTS, Action, Kind, is_gone
 from .reports import REPORTERS, record_exit, said_in
 

@@ -23,11 +23,11 @@ from ...projections import freezes
 from ...projections.desired import OPEN_ROWS
 from ...projections.health import is_broken
 from ...projections.store import BY_NAME, ProjectionStore
-from ...service import commands
-from ...service.application import RolloutsApp, WriteConflict
-from ...service.leases import Leases
 from ..home import Home
 from ..runtime.port import Observed, Runtime, claim_parts
+from ..service import commands
+from ..service.application import RolloutsApp, WriteConflict
+from ..service.leases import Leases
 from ..store.failures import disk_problem
 from ..store.port import StoreUnavailable
 from .executor import Executor

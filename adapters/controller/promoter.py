@@ -11,8 +11,8 @@ from typing import Any
 from ...domain.errors import DomainError, NotFound
 from ...projections import stages
 from ...projections.store import ProjectionStore
-from ...service import promotion
-from ...service.application import RolloutsApp, WriteConflict
+from ..service import promotion
+from ..service.application import RolloutsApp, WriteConflict
 
 
 class Promoter:

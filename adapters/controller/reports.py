@@ -11,7 +11,7 @@ from typing import cast
 from ...domain.deployment import Deployment
 from ...domain.measured import Measured, said
 from ...domain.meta import Meta
-from ...service import commands
+from ..service import commands
 from .plan import Action, Kind
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from ...service.application import RolloutsApp
-from ...service.leases import lease_seconds
-from ...service.session import Session
 from ..notify.notifier import Notifier
 from ..runtime.local import LocalRuntime
+from ..service.application import RolloutsApp
+from ..service.leases import lease_seconds
+from ..service.session import Session
 from .loop import SQLITE_CACHE_KIB, Controller, Log, claimant_id, claimant_where
 
 

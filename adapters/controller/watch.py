@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..runtime.port import Runtime
 
 if TYPE_CHECKING:
-    from ...service.application import RolloutsApp
+    from ..service.application import RolloutsApp
 
 FASTEST_S = 0.002  # polling: the shortest period between two looks
 GATHER_S = 0.005  # after a change, how long to let what comes with it land (a burst: one pass, one append)

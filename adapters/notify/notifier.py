@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...domain.notification import Change
-from ...service import sinks
+from ..service import sinks
 from .http import timeout_seconds
 from .lease import SinkLeases, lease_seconds
 from .worker import Worker
 
 if TYPE_CHECKING:
-    from ...service.application import RolloutsApp
+    from ..service.application import RolloutsApp
 
 FIND_EVERY_S = 0.5
 

@@ -12,15 +12,15 @@ from eventsourcing.persistence import IntegrityError
 
 from ...domain.errors import DomainError
 from ...domain.notification import Change
-from ...service import sinks
-from ...service.moves import check_unsealed, log_ids_by_position
+from ..service import sinks
+from ..service.moves import check_unsealed, log_ids_by_position
 from ..store.log_recorder import LogSealed
 from .changes import ChangeReader
 from .http import Poster
 
 if TYPE_CHECKING:
     from ...domain.sink import Sink
-    from ...service.application import RolloutsApp
+    from ..service.application import RolloutsApp
     from .lease import SinkLeases
 
 POLL_S = 0.02  # how often an idle worker looks at the log's head

@@ -19,12 +19,12 @@ from ...domain.times import utc_text
 from ...projections import attempt_queries, history_queries, template_queries
 from ...projections.audit_queries import EventFilter
 from ...projections.rows import ViewRow
-from ...service import documents, event_documents, stage_view
+from ..service import documents, event_documents, stage_view
 from . import charts, pages, timeline
 
 if TYPE_CHECKING:
     from ...projections.store import ProjectionStore
-    from ...service.session import Session
+    from ..service.session import Session
     from .exposition import Exposition
 
 HTML, JSON = "text/html; charset=utf-8", "application/json"

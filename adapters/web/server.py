@@ -25,7 +25,7 @@ from waitress.server import TcpWSGIServer
 from . import app, checkpoints, exposition, routes
 
 if TYPE_CHECKING:
-    from ...service.session import Session
+    from ..service.session import Session
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from click.testing import CliRunner
 
 from rollouts.adapters.cli import cli
 from rollouts.adapters.home import Home
-from rollouts.service.bootstrap import open_app
+from rollouts.adapters.service.bootstrap import open_app
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout, where `bench` is
 if not __package__:  # run by path: the checkout's root on sys.path, where `bench` is, not this folder

@@ -34,8 +34,8 @@ if not __package__:  # run by path: the checkout's root on sys.path, where `benc
 
 from bench.performance.generate import cached_log  # noqa: E402
 from bench.performance.rebuild import ceiling  # noqa: E402
+from rollouts.adapters.service.bootstrap import open_app  # noqa: E402
 from rollouts.adapters.store.reader import RecorderSource  # noqa: E402
-from rollouts.service.bootstrap import open_app  # noqa: E402
 
 GOAL = 0.5
 

@@ -22,9 +22,9 @@ import uuid
 from pathlib import Path
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain.spec import Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 

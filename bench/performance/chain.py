@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import bootstrap, open_app
 from rollouts.adapters.store.verify import verify_log
 from rollouts.domain.spec import Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import bootstrap, open_app
 
 if not __package__:  # run by path: the checkout's root on sys.path, where `bench` is, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from rollouts.adapters.home import Home  # noqa: E402
+from rollouts.adapters.service import commands  # noqa: E402
+from rollouts.adapters.service.application import RolloutsApp, new_meta  # noqa: E402
+from rollouts.adapters.service.bootstrap import open_app  # noqa: E402
 from rollouts.domain.spec import Spec  # noqa: E402
-from rollouts.service import commands  # noqa: E402
-from rollouts.service.application import RolloutsApp, new_meta  # noqa: E402
-from rollouts.service.bootstrap import open_app  # noqa: E402
 
 
 def claims_per_second(count: int, gated: bool) -> float:

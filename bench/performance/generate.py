@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import phases, rollout
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
 from rollouts.domain.spec import HOOK_POLICIES, Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 GENERATOR = "v2"  # v2: written with no config snapshots (the application takes none)
 CLAIMANT = "bench-controller"

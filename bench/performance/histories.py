@@ -13,8 +13,8 @@ from pathlib import Path
 from bench.performance import generate
 from bench.shared.harness import Sizes, Workspace, meta
 from rollouts.adapters.home import Home
-from rollouts.service import commands
-from rollouts.service.bootstrap import bootstrap, open_app
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.bootstrap import bootstrap, open_app
 
 STEP_NAME = re.compile(r"^(?P<config>.+)-(?P<revision>\d+)-(?:deploy|hook-(?:pre|post))-\d+(?:-\d+)?$")
 

@@ -17,8 +17,8 @@ from bench.performance import rebuild as rebuild_bench
 from bench.performance.figures import Figure, median
 from bench.shared.harness import PYTHON, Sizes, Workspace, make_configs, meta
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain.spec import Spec
-from rollouts.service.bootstrap import open_app
 
 CHAIN = Path(__file__).resolve().parent / "chain.py"  # run as a script of its own for `log verify`
 

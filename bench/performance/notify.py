@@ -31,10 +31,10 @@ from rollouts.adapters.home import Home
 from rollouts.adapters.notify.changes import ChangeReader
 from rollouts.adapters.notify.http import Poster
 from rollouts.adapters.notify.notifier import Notifier
+from rollouts.adapters.service import sinks
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain.spec import Spec
-from rollouts.service import sinks
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 if not __package__:  # run by path: the checkout's root on sys.path, where `bench` is, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])

@@ -9,8 +9,8 @@ from typing import Any
 from bench.performance.figures import Figure, median
 from bench.shared.harness import ACTOR, Sizes, Workspace, meta
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain.spec import Spec
-from rollouts.service.bootstrap import open_app
 
 
 def projection_store(app: Any, home: Home) -> Any:
@@ -31,7 +31,7 @@ def idle_controller(home: Home, expect_open: int = 0) -> tuple[Any, Any, Any]:
     runtime = LocalRuntime(home.path)
     ctl = Controller(app, projection_store(app, home), runtime, claimant_id(home), ACTOR, str(home.path))
     if expect_open:
-        from rollouts.service.leases import Leases
+        from rollouts.adapters.service.leases import Leases
 
         Leases(app).renew(OTHER)
     open_count, acted = ctl.reconcile()  # catches the desired view up from zero: not timed
@@ -103,7 +103,7 @@ def scale_home(ws: Workspace, configs: int, open_: int) -> Home:
 
 
 def pass_times(home: Home, passes: int, reps: int, expect_open: int) -> list[float]:
-    from rollouts.service.leases import Leases
+    from rollouts.adapters.service.leases import Leases
 
     ctl, app, runtime = idle_controller(home, expect_open)
     times: list[float] = []

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import bootstrap, open_app
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import bootstrap, open_app
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 if not __package__:  # run by path: the checkout's root on sys.path, where `bench` is, not this folder

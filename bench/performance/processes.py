@@ -27,10 +27,10 @@ from bench.shared.harness import (
 )
 from rollouts.adapters.controller import twins
 from rollouts.adapters.home import Home
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
-from rollouts.service import commands
-from rollouts.service.bootstrap import open_app
 
 # -- figure 3: CLI wall time ---------------------------------------------------------------------
 

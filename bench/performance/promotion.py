@@ -10,9 +10,9 @@ from datetime import datetime
 
 from bench.performance.figures import Figure, median, nearest_rank
 from bench.shared.harness import Sizes, Terminal, Workspace, check_alive, deployment_key, meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
-from rollouts.service.bootstrap import open_app
 
 INTERVAL = 0.1  # the controller's --interval here; the goal is INTERVAL + 100 ms
 

@@ -38,9 +38,9 @@ if not __package__:  # run by path: the checkout's root on sys.path, where `benc
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from bench.performance.generate import cached_log  # noqa: E402
+from rollouts.adapters.service.bootstrap import open_app  # noqa: E402
 from rollouts.adapters.store.reader import RecorderSource  # noqa: E402
 from rollouts.projections.store import ALL, ProjectionStore  # noqa: E402
-from rollouts.service.bootstrap import open_app  # noqa: E402
 
 GOAL = 1.0
 

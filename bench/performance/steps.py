@@ -17,10 +17,10 @@ import time
 from datetime import datetime
 from typing import Any
 
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
 from rollouts.projections.records import decode
-from rollouts.service.bootstrap import open_app
 
 ENDED = "domain.config:DeploymentConfig.RolloutEnded"
 STEPPED = Spec(command=["true"], steps=[33, 66, 100], verify=["true"], verify_count=2, verify_interval=0)

@@ -29,11 +29,11 @@ from bench.performance.figures import Figure, median  # noqa: E402
 from bench.performance.processes import warm_up  # noqa: E402
 from bench.performance.steps import wait_ended  # noqa: E402
 from bench.shared.harness import Sizes, Terminal, Workspace, make_configs, meta  # noqa: E402
+from rollouts.adapters.service import analysis  # noqa: E402
+from rollouts.adapters.service.bootstrap import open_app  # noqa: E402
 from rollouts.domain import ids  # noqa: E402
 from rollouts.domain.analysis import TemplateSpec  # noqa: E402
 from rollouts.domain.spec import Spec  # noqa: E402
-from rollouts.service import analysis  # noqa: E402
-from rollouts.service.bootstrap import open_app  # noqa: E402
 
 TEMPLATE = "bench-cmd"
 

@@ -27,8 +27,8 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.bootstrap import bootstrap, open_app
 from rollouts.adapters.store.transfer import export_lines, load
-from rollouts.service.bootstrap import bootstrap, open_app
 
 if not __package__:  # run by path: the checkout's root on sys.path, where `bench` is, not this folder
     sys.path[0] = str(Path(__file__).resolve().parents[2])

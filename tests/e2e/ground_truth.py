@@ -146,9 +146,9 @@ def wait_for(check_: Callable[[], T], timeout: float = 20.0, what: str = "condit
 DRIVER = """
 import os, signal, sys
 
-from rollouts.service import commands
+from rollouts.adapters.service import commands
 from rollouts.adapters.controller.loop import Controller, claimant_id
-from rollouts.service.bootstrap import open_app
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.adapters.store.reader import RecorderSource
 from rollouts.adapters.runtime.local import LocalRuntime

@@ -22,12 +22,12 @@ import pytest
 from ground_truth import check, group_alive, kill_leftovers, read, wait_for
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.application import RolloutsApp, new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.store.reader import RecorderSource
 from rollouts.domain.spec import Spec
 from rollouts.projections.store import BY_NAME, ProjectionStore
-from rollouts.service import commands
-from rollouts.service.application import RolloutsApp, new_meta
-from rollouts.service.bootstrap import open_app
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 

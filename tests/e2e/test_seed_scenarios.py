@@ -187,9 +187,9 @@ def test_phase_write_conflicting_after_create_does_not_create_twice(
     from rollouts.adapters.controller.loop import Controller, claimant_id
     from rollouts.adapters.home import Home
     from rollouts.adapters.runtime.local import LocalRuntime
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.adapters.store.reader import RecorderSource
     from rollouts.projections.store import ProjectionStore
-    from rollouts.service.bootstrap import open_app
 
     make_config(rollouts, "web", deployer_argv(gt, sleep=0.5))
     ok(cli(rollouts, "rollout", "latest", "web"))
@@ -324,12 +324,12 @@ def test_stale_requeued_event_does_not_recreate_a_finished_deployer(rollouts: An
 def redeliver_old_events(home: Path) -> None:
     """Deliver the Created and DeployerClaimed events of the finished deployment once more."""
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.adapters.store.reader import RecorderSource
     from rollouts.projections.desired import Desired
     from rollouts.projections.files import immediate
     from rollouts.projections.records import decode
     from rollouts.projections.store import ProjectionStore
-    from rollouts.service.bootstrap import open_app
 
     app = open_app(Home(home), None)
     try:
@@ -560,9 +560,9 @@ def test_catalog_held_open_by_a_long_lived_process_sees_and_keeps_writes(rollout
 def test_a_view_caught_up_by_a_twin_controller_is_not_rebuilt(rollouts: Any) -> None:
     """Two controllers share one home's desired view: one catching it up must not make the other rebuild it."""
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.adapters.store.reader import RecorderSource
     from rollouts.projections.store import BY_NAME, ProjectionStore
-    from rollouts.service.bootstrap import open_app
 
     make_config(rollouts, "web", ["true"])
     ok(cli(rollouts, "rollout", "latest", "web"))

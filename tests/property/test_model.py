@@ -63,6 +63,9 @@ from sim_runtime import ACTIVE, SimCrash, SimRuntime
 import rollouts.adapters.controller.loop as loop_module
 from rollouts.adapters.controller.loop import Controller
 from rollouts.adapters.home import Home
+from rollouts.adapters.service import commands, promotion
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.store.reader import RecorderSource
 from rollouts.domain import approval, phases, stage
 from rollouts.domain.audit import audit
@@ -75,9 +78,6 @@ from rollouts.projections import audit_queries, files
 from rollouts.projections.projection import Projection
 from rollouts.projections.records import Record, decode
 from rollouts.projections.store import ALL, BY_NAME, ProjectionStore, projections_named
-from rollouts.service import commands, promotion
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 EXAMPLES = int(os.environ.get("ROLLOUTS_MODEL_EXAMPLES", "500"))
 STEPS = int(os.environ.get("ROLLOUTS_MODEL_STEPS", "30"))

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("adapters", "projections", "domain", "service")
+PRODUCT = ("adapters", "projections", "domain")
 STORE_WING = "adapters/store/"  # the port, each backend behind it, and the one module that picks a backend
 
 

@@ -10,6 +10,7 @@ import pytest
 from eventsourcing.persistence import OperationalError
 
 from rollouts.adapters.cli.errors import CONFLICT, INTERNAL, MISSING, REFUSED, STORE, USAGE, exit_code_for
+from rollouts.adapters.service.application import NotUTF8, WriteConflict
 from rollouts.adapters.store.binding import HomeBoundElsewhere
 from rollouts.adapters.store.failures import is_lock_timeout, missing_table
 from rollouts.adapters.store.port import StoreUnavailable
@@ -18,7 +19,6 @@ from rollouts.domain.errors import Conflict, DomainError, IllegalTransition, Not
 from rollouts.projections.health import BrokenView
 from rollouts.projections.records import UndecodableEvent
 from rollouts.projections.store import UnknownProjection
-from rollouts.service.application import NotUTF8, WriteConflict
 
 
 def sqlite_error(make: str, tmp_path: Path) -> sqlite3.Error:

@@ -14,11 +14,11 @@ from rollouts.adapters.controller.executor import HANDLERS, REPORTERS, Executor
 from rollouts.adapters.controller.plan import REPORTS, Action, Kind
 from rollouts.adapters.home import Home
 from rollouts.adapters.runtime.port import DeployerExists, NoSuchDeployer, Observed
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain.spec import Hook, Spec
 from rollouts.domain.step import Step
-from rollouts.service import commands
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 ME = "claimant-me"
 OTHER = "claimant-other"

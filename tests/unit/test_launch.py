@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from rollouts.adapters.runtime.shim import environment
+from rollouts.adapters.service.launch import launch_spec
 from rollouts.domain.spec import Spec
 from rollouts.domain.step import Step as DeploymentStep
-from rollouts.service.launch import launch_spec
 
 CONTROLLER = ["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_TIME", "TZ", "TMPDIR", "TERM"]
 DECOYS = ["MY_SECRET_TOKEN", "ROLLOUTS_STORE", "PYTHONPATH", "LCX", "SHELL", "PWD", "OLDPWD"]

@@ -32,7 +32,7 @@ def test_rollout_latest_loads_neither_the_history_queries_nor_sqlite_utils() -> 
     code = (
         "import sys; from rollouts.adapters.cli import rollout_cmds;"
         " print(sorted(m for m in ('sqlite_utils', 'rollouts.adapters.cli.rollout_views',"
-        " 'rollouts.projections.history_queries', 'rollouts.service.documents') if m in sys.modules))"
+        " 'rollouts.projections.history_queries', 'rollouts.adapters.service.documents') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from rollouts.adapters.notify.worker import retry_delay
+from rollouts.adapters.service.sinks import BadURL, check_url, shown
 from rollouts.domain import phases
 from rollouts.domain.errors import DomainError
 from rollouts.domain.notification import DEFAULT_ON, UnknownKind, kind_of, parse_kinds, reason_of
 from rollouts.domain.sink import Sink
-from rollouts.service.sinks import BadURL, check_url, shown
 
 
 def test_kinds_parse_in_a_fixed_order_and_unknown_ones_are_usage_errors() -> None:
@@ -73,8 +73,8 @@ def test_retries_start_within_a_second_and_are_never_more_than_ten_seconds_apart
 def test_the_reader_finds_each_change_with_its_document(tmp_path: Path) -> None:
     from rollouts.adapters.home import Home
     from rollouts.adapters.notify.changes import ChangeReader
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.domain.spec import Spec
-    from rollouts.service.bootstrap import open_app
 
     app = open_app(Home(tmp_path / "home"), None)
     try:
@@ -105,9 +105,9 @@ def test_a_promotion_tells_what_it_was_promoted_from(tmp_path: Path) -> None:
     """7.10: a stage's deployment notifies `promoted_from` in each of its changes, also read from mid-stream."""
     from rollouts.adapters.home import Home
     from rollouts.adapters.notify.changes import ChangeReader
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.domain import rollout
     from rollouts.domain.spec import Spec
-    from rollouts.service.bootstrap import open_app
 
     app = open_app(Home(tmp_path / "home"), None)
     try:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from rollouts.adapters.identity import new_meta
+from rollouts.adapters.service.bootstrap import bootstrap
 from rollouts.domain.analysis import TemplateSpec
 from rollouts.domain.analysis_template import AnalysisTemplate
-from rollouts.service.bootstrap import bootstrap
 from tests.conftest import Rollouts
 from tests.support.analysis_servers import Site, serving_site
 

@@ -386,7 +386,7 @@ def test_follow_says_nothing_while_a_controller_runs_a_quiet_deployer(rollouts: 
 
 def test_the_freshest_lease_is_read_without_creating_anything(rollouts_on: Rollouts) -> None:
     from rollouts.adapters.cli.state import State
-    from rollouts.service.leases import Leases, freshest_age
+    from rollouts.adapters.service.leases import Leases, freshest_age
 
     opened(rollouts_on)
     state = State(str(rollouts_on.home), rollouts_on.store, "tester@test")

@@ -128,7 +128,7 @@ def test_a_bug_is_exit_70_with_one_line_and_its_traceback_in_a_private_file_in_t
     rollouts: Rollouts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ok(rollouts.run("config", "create", "web", "--", "true"))
-    crash_in(monkeypatch, "rollouts.service.promotion.latest")
+    crash_in(monkeypatch, "rollouts.adapters.service.promotion.latest")
     result = rollouts.run("rollout", "latest", "web")
     match = CRASH_LINE.fullmatch(result.stderr)
     assert match, result

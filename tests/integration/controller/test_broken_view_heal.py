@@ -12,9 +12,9 @@ from rollouts.adapters.controller import loop
 from rollouts.adapters.controller.loop import Controller, claimant_id
 from rollouts.adapters.home import Home
 from rollouts.adapters.runtime.local import LocalRuntime
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.store.reader import RecorderSource
 from rollouts.projections.store import ProjectionStore
-from rollouts.service.bootstrap import open_app
 from tests.broken_files import not_a_database_error
 from tests.conftest import Rollouts
 

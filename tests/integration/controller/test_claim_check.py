@@ -107,5 +107,5 @@ def test_claim_check_starts_without_the_command_lines_imports(rollouts: Rollouts
     result = rollouts.sh("claim", "check", claim, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert result.exit_code == 1 and result.stdout.startswith("ended: ")
     imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if "|" in line}
-    assert "rollouts.service.claims" in imported
-    assert not imported & {"click", "pydantic", "eventsourcing.application", "rollouts.service.application"}
+    assert "rollouts.adapters.service.claims" in imported
+    assert not imported & {"click", "pydantic", "eventsourcing.application", "rollouts.adapters.service.application"}

@@ -10,9 +10,9 @@ import pytest
 
 from rollouts.adapters.home import Home
 from rollouts.adapters.runtime import procs
-from rollouts.service import commands
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from tests.conftest import Rollouts
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)

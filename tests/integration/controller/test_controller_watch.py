@@ -14,9 +14,9 @@ from rollouts.adapters.controller import watch as watch_module
 from rollouts.adapters.controller.watch import Watch
 from rollouts.adapters.home import Home
 from rollouts.adapters.runtime.local import LocalRuntime
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain.spec import Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 

@@ -10,8 +10,8 @@ import pytest
 from rollouts.adapters.home import Home
 from rollouts.adapters.notify.lease import SinkLeases
 from rollouts.adapters.runtime.shim import boot_clock
-from rollouts.service.bootstrap import open_app
-from rollouts.service.leases import Leases
+from rollouts.adapters.service.bootstrap import open_app
+from rollouts.adapters.service.leases import Leases
 
 pytestmark = pytest.mark.slow  # a PostgreSQL server, threads racing (see tests/test_tiers.py)
 

@@ -81,9 +81,9 @@ def assert_each_started_once_and_no_overlap(marks: dict[str, list[tuple[str, flo
 
 def test_two_hosts_on_one_postgres_log_run_every_deployer_once(tmp_path: Path, postgres_url: str) -> None:
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.application import new_meta
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.domain.spec import Spec
-    from rollouts.service.application import new_meta
-    from rollouts.service.bootstrap import open_app
 
     gt = tmp_path / "gt"
     host_a, host_b = tmp_path / "a", tmp_path / "b"

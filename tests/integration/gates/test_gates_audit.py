@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import rollout
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
 from rollouts.domain.freeze import FreezeAll
 from rollouts.domain.spec import Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 ALICE = new_meta("alice@test")
 BOB = new_meta("bob@test")

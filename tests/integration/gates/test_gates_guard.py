@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.store.log_recorder import ReadGuardBroken
 from rollouts.domain.spec import Spec
-from rollouts.service import commands
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 
 def test_a_freeze_of_all_committed_between_a_claims_decision_and_its_save_stops_it(

@@ -11,8 +11,8 @@ import pytest
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import EventStore
 
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import ids
-from rollouts.service.bootstrap import open_app
 from tests.conftest import Rollouts
 from tests.integration.log.test_audit_fold import audited, view_file
 from tests.integration.log.test_hash_chain import Log, history

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import rollout
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.deployment import Deployment
 from rollouts.domain.spec import Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 META = new_meta("mallory@test")
 

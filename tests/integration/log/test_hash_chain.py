@@ -187,8 +187,8 @@ def test_a_log_without_its_chain_is_broken_even_where_no_home_has_seen_it(rollou
 
 WRITER = """
 import sys
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.home import Home
 app = open_app(Home(sys.argv[1]), sys.argv[2] or None)
 for _ in range(int(sys.argv[3])):
@@ -215,9 +215,9 @@ def test_several_writers_at_once_keep_one_chain(rollouts_on: Rollouts) -> None:
 @pytest.mark.parametrize("parts", [2, 3, 5])
 def test_a_log_walked_in_parallel_parts_gives_the_verdict_of_one_walk(rollouts: Rollouts, parts: int) -> None:
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.bootstrap import bootstrap
     from rollouts.adapters.store.chain import verify
     from rollouts.adapters.store.verify import verify_log
-    from rollouts.service.bootstrap import bootstrap
 
     history(rollouts)
     recorder = bootstrap(Home(rollouts.home)).open_recorder()

@@ -240,11 +240,11 @@ def test_a_failed_import_leaves_nothing(rollouts_on: Rollouts, target: Rollouts,
 def test_the_fence_holds_for_a_writer_that_opened_the_log_before_the_seal(tmp_path: Path, backend_store) -> None:
     """The seal is checked in the transaction that appends: an application opened before it is refused too."""
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.application import new_meta
+    from rollouts.adapters.service.bootstrap import open_app
+    from rollouts.adapters.service.moves import seal
     from rollouts.adapters.store.log_recorder import LogSealed
     from rollouts.domain.spec import Spec
-    from rollouts.service.application import new_meta
-    from rollouts.service.bootstrap import open_app
-    from rollouts.service.moves import seal
 
     early = open_app(Home(tmp_path / "a"), backend_store)
     early.create_config("app", Spec(command=["true"]), new_meta("t"))

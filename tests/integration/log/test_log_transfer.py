@@ -198,11 +198,11 @@ def test_export_pages_by_position(rollouts: Rollouts, tmp_path: Path) -> None:
 def test_a_refusal_after_several_batches_leaves_the_store_empty(tmp_path: Path, backend_store, at: str) -> None:
     """Import is one transaction: a bad line found after batches were inserted rolls all of them back."""
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.application import new_meta
+    from rollouts.adapters.service.bootstrap import open_app
+    from rollouts.adapters.service.moves import seal
     from rollouts.adapters.store.transfer import ImportRefused, export_lines, load
     from rollouts.domain.spec import Spec
-    from rollouts.service.application import new_meta
-    from rollouts.service.bootstrap import open_app
-    from rollouts.service.moves import seal
 
     source = open_app(Home(tmp_path / "source"), None)
     source.create_config("web", Spec(command=["true"]), new_meta("t"))
@@ -231,12 +231,12 @@ def test_an_imported_log_keeps_its_positions(tmp_path: Path, backend_store, chan
     """A PostgreSQL log's sequence skips the ids of failed inserts; events name positions (a sink's start,
     a delivered notification's): the target holds each event where the source did, and goes on after."""
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.application import new_meta
+    from rollouts.adapters.service.bootstrap import open_app
+    from rollouts.adapters.service.moves import seal
     from rollouts.adapters.store.transfer import export_lines, load
     from rollouts.adapters.store.verify import verify_log
     from rollouts.domain.spec import Spec
-    from rollouts.service.application import new_meta
-    from rollouts.service.bootstrap import open_app
-    from rollouts.service.moves import seal
 
     source = open_app(Home(tmp_path / "source"), None)
     source.create_config("web", Spec(command=["true"]), new_meta("t"))
@@ -337,11 +337,11 @@ def test_a_long_sqlite_log_exported_in_parallel_parts_is_the_same_file(tmp_path:
     import sqlite3
 
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.application import new_meta
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.adapters.store import transfer as log_transfer
     from rollouts.domain.spec import Spec
     from rollouts.projections.records import UndecodableEvent
-    from rollouts.service.application import new_meta
-    from rollouts.service.bootstrap import open_app
 
     app = open_app(Home(tmp_path / "source"), None)
     app.create_config("web", Spec(command=["true"]), new_meta("t"))

@@ -9,11 +9,11 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.store.verify import verify_log
 from rollouts.domain import rollout
 from rollouts.domain.spec import Spec
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 
 
 def meta() -> dict[str, Any]:

@@ -43,7 +43,7 @@ def test_a_password_in_a_sink_url_is_shown_as_stars_by_every_read(rollouts: Roll
 def test_a_sink_lease_has_one_holder_until_it_expires_or_is_released(tmp_path: Path) -> None:
     from rollouts.adapters.home import Home
     from rollouts.adapters.notify.lease import SinkLeases
-    from rollouts.service.bootstrap import open_app
+    from rollouts.adapters.service.bootstrap import open_app
 
     app = open_app(Home(tmp_path / "home"), None)
     try:

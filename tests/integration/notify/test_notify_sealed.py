@@ -13,8 +13,8 @@ import pytest
 from rollouts.adapters.home import Home
 from rollouts.adapters.notify.lease import SinkLeases
 from rollouts.adapters.notify.worker import Worker
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain.notification import KINDS
-from rollouts.service.bootstrap import open_app
 from tests.conftest import Result, Rollouts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, where `bench` is

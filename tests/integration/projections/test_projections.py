@@ -32,6 +32,9 @@ import rollouts.projections.fold_files as fold_files_module
 import rollouts.projections.rows as rows_module
 import rollouts.projections.store as store_module
 from rollouts.adapters.home import Home
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.application import new_meta
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.store.reader import RecorderSource, Row
 from rollouts.domain import phases, rollout
 from rollouts.domain.config import DeploymentConfig
@@ -49,9 +52,6 @@ from rollouts.projections.registry import BY_NAME
 from rollouts.projections.source import SQLiteLog, direct_log
 from rollouts.projections.store import ALL, ProjectionStore
 from rollouts.projections.writer import WriterError
-from rollouts.service import commands
-from rollouts.service.application import new_meta
-from rollouts.service.bootstrap import open_app
 from tests.broken_files import not_a_database_error
 
 REPO = Path(__file__).resolve().parents[3]
@@ -402,7 +402,7 @@ CHILD = r"""
 import json, sys, time
 import rollouts.projections.build as B
 import rollouts.projections.store as S
-from rollouts.service.bootstrap import open_app
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.home import Home
 from rollouts.adapters.store.reader import RecorderSource
 from rollouts.projections.store import ProjectionStore

@@ -26,9 +26,9 @@ from prometheus_client import generate_latest
 
 from rollouts.adapters.cli.state import State
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.bootstrap import open_app
 from rollouts.adapters.web import checkpoints, exposition, metrics
 from rollouts.projections import history, history_queries
-from rollouts.service.bootstrap import open_app
 from tests.conftest import Rollouts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the checkout, where `bench` is

@@ -182,10 +182,10 @@ def test_a_single_pass_whose_append_the_store_refuses_fails_and_is_not_reported_
     from rollouts.adapters.controller.loop import Controller, claimant_id
     from rollouts.adapters.home import Home
     from rollouts.adapters.runtime.local import LocalRuntime
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.adapters.store.port import StoreUnavailable
     from rollouts.adapters.store.reader import RecorderSource
     from rollouts.projections.store import ProjectionStore
-    from rollouts.service.bootstrap import open_app
 
     ok(rollouts.sh("config", "create", "web", "--", "true"))
     ok(rollouts.sh("rollout", "latest", "web"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rollouts.adapters.service.application import RolloutsApp, new_meta
+from rollouts.adapters.service.bootstrap import bootstrap
 from rollouts.domain.spec import Spec
-from rollouts.service.application import RolloutsApp, new_meta
-from rollouts.service.bootstrap import bootstrap
 
 FULL, NORMAL = 2, 1
 

@@ -13,14 +13,14 @@ from eventsourcing.application import AggregateNotFoundError, Application, Repos
 from eventsourcing.utils import Environment
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service import commands
+from rollouts.adapters.service.application import RolloutsApp, new_meta
+from rollouts.adapters.service.bootstrap import bootstrap, open_app
 from rollouts.adapters.store import preload
 from rollouts.adapters.store.preload import copy_of
 from rollouts.domain import ids, rollout
 from rollouts.domain.config import DeploymentConfig
 from rollouts.domain.spec import Spec
-from rollouts.service import commands
-from rollouts.service.application import RolloutsApp, new_meta
-from rollouts.service.bootstrap import bootstrap, open_app
 
 
 def meta() -> dict[str, Any]:

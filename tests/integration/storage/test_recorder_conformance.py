@@ -13,9 +13,9 @@ import pytest
 from conftest import POSTGRES, postgres_reachable
 from eventsourcing.tests import persistence
 
+from rollouts.adapters.service.application import RolloutsApp
+from rollouts.adapters.service.bootstrap import bootstrap
 from rollouts.adapters.store.port import LogRecorder
-from rollouts.service.application import RolloutsApp
-from rollouts.service.bootstrap import bootstrap
 
 pytestmark = pytest.mark.slow  # real stores (see tests/test_tiers.py)
 

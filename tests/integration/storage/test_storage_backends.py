@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rollouts.adapters.home import Home
+from rollouts.adapters.service.application import RolloutsApp, new_meta
+from rollouts.adapters.service.bootstrap import bootstrap, open_app
 from rollouts.domain.spec import Spec
-from rollouts.service.application import RolloutsApp, new_meta
-from rollouts.service.bootstrap import bootstrap, open_app
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from conftest import POSTGRES, Rollouts
 
-from rollouts.service.bootstrap import bootstrap
+from rollouts.adapters.service.bootstrap import bootstrap
 
 pytestmark = pytest.mark.slow  # real PostgreSQL connections and subprocesses
 

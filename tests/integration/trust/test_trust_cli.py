@@ -100,8 +100,8 @@ def test_every_event_records_the_os_account_beside_the_actor_that_as_names(rollo
 
 def test_an_event_written_before_os_user_existed_shows_null(rollouts: Rollouts) -> None:
     from rollouts.adapters.home import Home
+    from rollouts.adapters.service.bootstrap import open_app
     from rollouts.domain.spec import Spec
-    from rollouts.service.bootstrap import open_app
 
     app = open_app(Home(rollouts.home), None)
     app.create_config("old", Spec(command=["true"]), {"actor": "old@host", "correlation_id": "c"})

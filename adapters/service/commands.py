@@ -10,11 +10,11 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from ..adapters.store.failures import is_lock_timeout
-from ..domain import ids, phases, rollout
-from ..domain.config import DeploymentConfig
-from ..domain.deployment import Deployment
-from ..domain.errors import DomainError, NotFound
+from ...domain import ids, phases, rollout
+from ...domain.config import DeploymentConfig
+from ...domain.deployment import Deployment
+from ...domain.errors import DomainError, NotFound
+from ..store.failures import is_lock_timeout
 from . import analysis_claim
 from .rollbacks import rollback_for
 

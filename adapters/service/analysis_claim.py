@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from eventsourcing.application import AggregateNotFoundError
 
-from ..domain import ids
-from ..domain.analysis_template import CADENCE, AnalysisTemplate
-from ..domain.errors import NotFound
+from ...domain import ids
+from ...domain.analysis_template import CADENCE, AnalysisTemplate
+from ...domain.errors import NotFound
 
 if TYPE_CHECKING:
     from .deciding import DecidingApp

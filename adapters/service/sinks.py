@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 
 from eventsourcing.application import AggregateNotFoundError
 
-from ..adapters.store.url import shown as shown  # where callers have long found it
-from ..domain.errors import NotFound, UsageError
-from ..domain.sink import Sink, sink_id
-from ..domain.sink_index import INDEX_ID, SinkIndex
+from ...domain.errors import NotFound, UsageError
+from ...domain.sink import Sink, sink_id
+from ...domain.sink_index import INDEX_ID, SinkIndex
+from ..store.url import shown as shown  # where callers have long found it
 
 if TYPE_CHECKING:
     from .application import Decision, RolloutsApp

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 from eventsourcing.application import AggregateNotFoundError
 
-from ..adapters.analysis import command, process
-from ..adapters.analysis.process import Measurement
-from ..domain import ids
-from ..domain.analysis import TemplateSpec, resolved_document
-from ..domain.analysis_template import AnalysisTemplate
-from ..domain.errors import NotFound, UsageError
-from ..domain.placeholders import missing_args, placeholders_of, resolved, unknown_args, values_of
+from ...domain import ids
+from ...domain.analysis import TemplateSpec, resolved_document
+from ...domain.analysis_template import AnalysisTemplate
+from ...domain.errors import NotFound, UsageError
+from ...domain.placeholders import missing_args, placeholders_of, resolved, unknown_args, values_of
+from ..analysis import command, process
+from ..analysis.process import Measurement
 
 if TYPE_CHECKING:
     from .application import RolloutsApp

@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..domain import phases, stage
-from ..domain.errors import NotFound
-from ..projections import history_queries
-from ..projections.rows import ViewRow as Row
+from ...domain import phases, stage
+from ...domain.errors import NotFound
+from ...projections import history_queries
+from ...projections.rows import ViewRow as Row
 
 if TYPE_CHECKING:
     import sqlite_utils

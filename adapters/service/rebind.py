@@ -7,10 +7,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..adapters.runtime.local import LocalRuntime
-from ..adapters.runtime.port import Observed, Runtime, claim_parts
-from ..adapters.store import binding
-from ..adapters.store.binding import Binding
+from ..runtime.local import LocalRuntime
+from ..runtime.port import Observed, Runtime, claim_parts
+from ..store import binding
+from ..store.binding import Binding
 from .application import RolloutsApp
 from .moves import log_ids_by_position, rename_rewound
 from .session import Session

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..domain.audit import Violation
+from ...domain.audit import Violation
 
 if TYPE_CHECKING:
-    from ..projections.refold import Differing
+    from ...projections.refold import Differing
 
 
 @dataclass(frozen=True)

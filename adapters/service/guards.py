@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..projections.audit_queries import last_of_types
-from ..projections.records import document
+from ...projections.audit_queries import last_of_types
+from ...projections.records import document
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -11,21 +11,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from ..adapters import settings
-from ..adapters.home import Home, HomeReadOnly
-from ..adapters.identity import new_meta
-from ..adapters.store import binding
-from ..adapters.store.binding import HomeBoundElsewhere
-from ..adapters.store.reader import RecorderSource
-from ..adapters.store.url import SQLiteInHome, StoreURL, parse_store
-from ..domain.errors import NotFound
-from ..projections.health import is_broken
+from ...domain.errors import NotFound
+from ...projections.health import is_broken
+from .. import settings
+from ..home import Home, HomeReadOnly
+from ..identity import new_meta
+from ..store import binding
+from ..store.binding import HomeBoundElsewhere
+from ..store.reader import RecorderSource
+from ..store.url import SQLiteInHome, StoreURL, parse_store
 from .bootstrap import bootstrap
 
 if TYPE_CHECKING:
-    from ..adapters.store.port import Backend, LogRecorder
-    from ..projections.live import Warn
-    from ..projections.store import ProjectionStore
+    from ...projections.live import Warn
+    from ...projections.store import ProjectionStore
+    from ..store.port import Backend, LogRecorder
     from .application import RolloutsApp
 
 T = TypeVar("T")
@@ -176,7 +176,7 @@ class Session:
         return self._projections is not None
 
     def _open_projections(self) -> ProjectionStore:
-        from ..projections.store import ProjectionStore  # start-up cost: commands that only append
+        from ...projections.store import ProjectionStore  # start-up cost: commands that only append
 
         folder = self.home.projections
         problem = self.log_problem(self.recorder)

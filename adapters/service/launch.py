@@ -8,14 +8,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..domain.analysis import resolved_document
-from ..domain.deployment import Deployment
-from ..domain.placeholders import resolved, values_of
-from ..domain.step import DEPLOYER, VERIFY
+from ...domain.analysis import resolved_document
+from ...domain.deployment import Deployment
+from ...domain.placeholders import resolved, values_of
+from ...domain.step import DEPLOYER, VERIFY
 
 if TYPE_CHECKING:
-    from ..domain.analysis import TemplateSpec
-    from ..domain.spec import Spec
+    from ...domain.analysis import TemplateSpec
+    from ...domain.spec import Spec
 
 # A built-in provider's measurement runs as the program itself (DESIGN 7.9), with the resolved template here.
 MEASURE = ["-m", "rollouts", "measure", "--resolved"]

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..projections import history_queries
-from ..projections.rows import ViewRow
+from ...projections import history_queries
+from ...projections.rows import ViewRow
 from .stage_view import promoted_from
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..adapters.runtime.port import claim_parts
-from ..adapters.runtime.table import recorded_runs
-from ..domain.audit import Violation
-from ..domain.spec import Spec
-from ..projections.history_queries import step_run
+from ...domain.audit import Violation
+from ...domain.spec import Spec
+from ...projections.history_queries import step_run
+from ..runtime.port import claim_parts
+from ..runtime.table import recorded_runs
 from .launch import TEMPLATE_NAME_ENV, command_of, inherited
 from .template_check import template_differs
 

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 
-from ..adapters.identity import new_meta as new_meta  # where callers have long found it
-from ..adapters.store.port import APP_NAME
-from ..domain import ids, phases, rollout
-from ..domain.config import DeploymentConfig
-from ..domain.deployment import Deployment
-from ..domain.errors import DomainError, NotFound
-from ..domain.freeze import FreezeAll, in_force
-from ..domain.home import HomeBinding, home_id
-from ..domain.meta import Meta
+from ...domain import ids, phases, rollout
+from ...domain.config import DeploymentConfig
+from ...domain.deployment import Deployment
+from ...domain.errors import DomainError, NotFound
+from ...domain.freeze import FreezeAll, in_force
+from ...domain.home import HomeBinding, home_id
+from ...domain.meta import Meta
+from ..identity import new_meta as new_meta  # where callers have long found it
+from ..store.port import APP_NAME
 from . import analysis
 from .deciding import DecidingApp, config_spec, config_spec_of
 from .deciding import Decision as Decision
@@ -28,7 +28,7 @@ from .stage_checks import check_config as check_stage
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from ..domain.spec import Spec
+    from ...domain.spec import Spec
 
 
 class RolloutsApp(DecidingApp):

@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..adapters import settings
-from ..adapters.runtime.shim import boot_clock
-from ..adapters.store import leases as stored
-from ..adapters.store.port import LogRecorder
-from ..domain.errors import StoreProblem
+from ...domain.errors import StoreProblem
+from .. import settings
+from ..runtime.shim import boot_clock
+from ..store import leases as stored
+from ..store.port import LogRecorder
 
 if TYPE_CHECKING:
     from .application import RolloutsApp

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..domain import stage
+from ...domain import stage
 
 if TYPE_CHECKING:
     from .deciding import DecidingApp

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..adapters.store.url import shown
-from ..domain.event_types import event_types
-from ..projections import audit_queries
-from ..projections.rows import ViewRow
+from ...domain.event_types import event_types
+from ...projections import audit_queries
+from ...projections.rows import ViewRow
+from ..store.url import shown
 from . import documents
 
 if TYPE_CHECKING:

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..domain import ids, phases, promotion, rollout, stage
-from ..domain.config import DeploymentConfig
-from ..domain.errors import DomainError, NotFound, UsageError
-from ..domain.meta import Meta
-from ..domain.stage import StagePolicy, UpstreamRevision
+from ...domain import ids, phases, promotion, rollout, stage
+from ...domain.config import DeploymentConfig
+from ...domain.errors import DomainError, NotFound, UsageError
+from ...domain.meta import Meta
+from ...domain.stage import StagePolicy, UpstreamRevision
 from .commands import peek_config
 
 if TYPE_CHECKING:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..adapters.store.reader import RecorderSource
-from ..adapters.store.snapshot_check import snapshot_breaks
-from ..adapters.store.verify import seen_by_home, verify_log
-from ..domain.audit import Violation
-from ..domain.audit_rules import audit_rules
-from ..projections import audit_queries
-from ..projections.rebuild import paused_gc
-from ..projections.refold import Differing, Refold
+from ...domain.audit import Violation
+from ...domain.audit_rules import audit_rules
+from ...projections import audit_queries
+from ...projections.rebuild import paused_gc
+from ...projections.refold import Differing, Refold
+from ..store.reader import RecorderSource
+from ..store.snapshot_check import snapshot_breaks
+from ..store.verify import seen_by_home, verify_log
 from .runtime_check import runtime_breaks
 from .violations import AuditReport
 

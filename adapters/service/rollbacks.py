@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 from eventsourcing.domain import Aggregate
 
-from ..domain import phases, rollout
-from ..domain.config import DeploymentConfig
-from ..domain.deployment import ABORTED, Deployment
+from ...domain import phases, rollout
+from ...domain.config import DeploymentConfig
+from ...domain.deployment import ABORTED, Deployment
 from .deciding import config_spec_of
 
 if TYPE_CHECKING:

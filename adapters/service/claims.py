@@ -15,17 +15,17 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..adapters.home import DEFAULT_HOME
-from ..adapters.store import claim_reads as reads
-from ..adapters.store.url import parse_store
-from ..domain.errors import StoreProblem, UsageError
-from ..domain.fencing import Verdict, claim_verdict
-from ..domain.log_writers import writer_of
+from ...domain.errors import StoreProblem, UsageError
+from ...domain.fencing import Verdict, claim_verdict
+from ...domain.log_writers import writer_of
+from ..home import DEFAULT_HOME
+from ..store import claim_reads as reads
+from ..store.url import parse_store
 from .bootstrap import bootstrap
 from .leases import lease_seconds
 
 if TYPE_CHECKING:
-    from ..adapters.store.port import Backend, Snapshot
+    from ..store.port import Backend, Snapshot
 
 _CLAIM = re.compile(r"([0-9a-f]{32}):([0-9]{1,18})")
 CLAIMED = ".DeployerClaimed"

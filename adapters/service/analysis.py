@@ -9,24 +9,24 @@ from typing import TYPE_CHECKING
 
 from eventsourcing.application import AggregateNotFoundError
 
-from ..domain import ids
-from ..domain.analysis_template import AnalysisTemplate
-from ..domain.errors import NotFound, UsageError
-from ..domain.meta import Meta
-from ..domain.placeholders import missing_args, placeholders_of
+from ...domain import ids
+from ...domain.analysis_template import AnalysisTemplate
+from ...domain.errors import NotFound, UsageError
+from ...domain.meta import Meta
+from ...domain.placeholders import missing_args, placeholders_of
 from .analysis_claim import loaded
 
 if TYPE_CHECKING:
-    from ..domain.analysis import TemplateSpec
-    from ..domain.deployment import Deployment
-    from ..domain.spec import Spec
+    from ...domain.analysis import TemplateSpec
+    from ...domain.deployment import Deployment
+    from ...domain.spec import Spec
     from .deciding import DecidingApp, Decision
 
 
 def model() -> type[TemplateSpec]:
     """The validated model of a template: loaded only by what reads one (a config without templates, and
     every read, never pays for pydantic)."""
-    from ..domain.analysis import TemplateSpec  # start-up cost: pydantic, only where a template is read
+    from ...domain.analysis import TemplateSpec  # start-up cost: pydantic, only where a template is read
 
     return TemplateSpec
 

@@ -19,21 +19,21 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate, CanMutateProtocol
 from eventsourcing.persistence import StoredEvent
 
-from ..adapters.store.log_recorder import LogSealed
-from ..domain import rollout
-from ..domain.errors import DomainError
-from ..domain.ids import origin_id
-from ..domain.log import LogOrigin, LogSeal
-from ..domain.log_writers import writer_of
-from ..domain.meta import Meta
-from ..domain.open_fold import OpenFold
-from ..projections.records import record
+from ...domain import rollout
+from ...domain.errors import DomainError
+from ...domain.ids import origin_id
+from ...domain.log import LogOrigin, LogSeal
+from ...domain.log_writers import writer_of
+from ...domain.meta import Meta
+from ...domain.open_fold import OpenFold
+from ...projections.records import record
+from ..store.log_recorder import LogSealed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..adapters.store.port import LogRecorder, StreamEvents
-    from ..adapters.store.transfer import Checked
+    from ..store.port import LogRecorder, StreamEvents
+    from ..store.transfer import Checked
     from .application import RolloutsApp
 
 

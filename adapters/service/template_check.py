@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ..domain.analysis import TemplateSpec
-from ..projections import template_queries
+from ...domain.analysis import TemplateSpec
+from ...projections import template_queries
 from .launch import TEMPLATE_ENV, TEMPLATE_NAME_ENV, inherited, template_run
 
 if TYPE_CHECKING:

@@ -23,19 +23,19 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, strtobool
 
-from ..adapters.store.failures import is_lock_timeout
-from ..adapters.store.port import APP_NAME
-from ..adapters.store.preload import PreloadingRepository
-from ..domain import ids, rollout
-from ..domain.config import DeploymentConfig
-from ..domain.deployment import Deployment
-from ..domain.errors import Conflict, DomainError, NotFound, UsageError
-from ..domain.freeze import ALL_ID, FreezeAll
-from ..projections.records import UndecodableEvent
+from ...domain import ids, rollout
+from ...domain.config import DeploymentConfig
+from ...domain.deployment import Deployment
+from ...domain.errors import Conflict, DomainError, NotFound, UsageError
+from ...domain.freeze import ALL_ID, FreezeAll
+from ...projections.records import UndecodableEvent
+from ..store.failures import is_lock_timeout
+from ..store.port import APP_NAME
+from ..store.preload import PreloadingRepository
 
 if TYPE_CHECKING:
-    from ..adapters.store.backends import ChainedRecorder
-    from ..domain.spec import Spec
+    from ...domain.spec import Spec
+    from ..store.backends import ChainedRecorder
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
@@ -56,7 +56,7 @@ def config_spec(config: DeploymentConfig) -> Spec:
 
 
 def config_spec_of(data: dict[str, Any]) -> Spec:
-    from ..domain.spec import Spec  # start-up cost: pydantic loads only for commands that change a spec
+    from ...domain.spec import Spec  # start-up cost: pydantic loads only for commands that change a spec
 
     return Spec.model_validate(data)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..adapters.home import Home
-from ..adapters.store.backends import backend_for
-from ..adapters.store.port import Backend, LogRecorder
-from ..adapters.store.url import StoreURL, parse_store
+from ..home import Home
+from ..store.backends import backend_for
+from ..store.port import Backend, LogRecorder
+from ..store.url import StoreURL, parse_store
 
 if TYPE_CHECKING:
     from .application import RolloutsApp
