@@ -41,10 +41,12 @@ def test_rollout_latest_loads_neither_the_history_queries_nor_sqlite_utils() -> 
 def test_rollout_history_defines_no_aggregate_and_loads_the_audits_rules_only_for_as_of() -> None:
     """A read answers from the views: the log's recorder and the views' freeze rules load without the
     aggregates' modules (each defines its events' classes as it loads; the first one ~6 ms), and the audit's
-    rules (what --as-of TIME asks of the audit view) load when --as-of is given."""
+    rules (what --as-of TIME asks of the audit view) load when --as-of is given. The `rollout` group's own
+    module counts: its `latest` importing stage promotion at the top cost every `rollout history` ~0.14 s."""
     code = (
         "import sys; from eventsourcing.domain import BaseAggregate;"
-        " from rollouts.adapters.cli import rollout_views; from rollouts.adapters.store.sqlite import recorder;"
+        " from rollouts.adapters.cli import rollout_cmds, rollout_views;"
+        " from rollouts.adapters.store.sqlite import recorder;"
         " seen, todo = set(), [BaseAggregate]\n"
         "while todo:\n"
         "    todo += [c for c in todo.pop().__subclasses__() if c not in seen and not seen.add(c)]\n"
