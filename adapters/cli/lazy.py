@@ -32,8 +32,8 @@ class LazyGroup(click.Group):
         rows = []
         limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
         for name in self.list_commands(ctx):
-            if name in self.lazy:
-                rows.append((name, self.lazy[name][2]))
+            if name in self.lazy:  # shortened as click shortens a command's own first line
+                rows.append((name, click.Command(name, help=self.lazy[name][2]).get_short_help_str(limit)))
             else:
                 command = super().get_command(ctx, name)
                 if command is not None and not command.hidden:

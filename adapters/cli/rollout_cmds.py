@@ -9,16 +9,19 @@ from .params import existing_name_argument
 from .state import State, pass_state
 from .types import REVISION, TEXT
 
+LATEST_HELP = "Roll out NAME's current spec as a new version and print that version."
 HISTORY_HELP = "List NAME's deployments: version, phase, reason, cause, timings."
 STATUS_HELP = "Print the phase of NAME's latest deployment."
-# Verbs that read the history view, from a module of their own (as_of, documents, the views' queries).
-VIEWS = {
+# Verbs loaded from a module of their own: those that read the history view (as_of, documents, the views'
+# queries), and `latest` (stage promotion: every aggregate's module).
+LAZY = {
+    "latest": ("rollouts.adapters.cli.rollout_latest", "latest", LATEST_HELP),
     "history": ("rollouts.adapters.cli.rollout_views", "history", HISTORY_HELP),
     "status": ("rollouts.adapters.cli.rollout_views", "status", STATUS_HELP),
 }
 
 
-@click.group(cls=LazyGroup, lazy=VIEWS)
+@click.group(cls=LazyGroup, lazy=LAZY)
 def rollout() -> None:
     """Trigger, cancel, retry, undo, pause and watch rollouts of a config.
 
@@ -28,35 +31,6 @@ def rollout() -> None:
       rollouts rollout status web --watch --timeout 120
       rollouts rollout undo web --to-revision 3
     """
-
-
-@rollout.command()
-@existing_name_argument
-@click.option("--reason", "message", type=TEXT, help="Why: kept as the deployment's message.")
-@click.option("--supersede", is_flag=True, help="Cancel open deployments; the new one waits for them.")
-@click.option("--queue", is_flag=True, help="Wait behind open deployments, cancelling none (one waits at most).")
-@click.option("--revision", type=REVISION, help="A stage: promote this upstream revision (default: newest eligible).")
-@pass_state
-def latest(state: State, name: str, message: str | None, supersede: bool, queue: bool, revision: int | None) -> None:
-    """Roll out NAME's current spec as a new version and print that version.
-
-    Refused while the config is paused or its latest deployment is still
-    open, unless --supersede (cancel the open ones) or --queue (wait behind
-    them; a newer --queue supersedes the one waiting). A stage (config
-    --from) rolls out its upstream's newest eligible revision's artifact,
-    or --revision N's; none eligible: exit 1, saying why.
-
-    \b
-    Example:
-      rollouts rollout latest web --reason "hotfix"
-      rollouts rollout latest web --supersede
-      rollouts rollout latest web --queue
-      rollouts rollout latest web-prod --revision 4
-    """
-    from ..service import promotion  # here: its aggregates cost `rollout history` ~0.14 s to import (#49)
-
-    meta = state.meta()
-    click.echo(promotion.latest(state.app, name, message, meta, supersede=supersede, queue=queue, revision=revision))
 
 
 @rollout.command()

@@ -10,7 +10,7 @@ import click
 
 from rollouts.adapters.cli import COMMANDS, cli
 from rollouts.adapters.cli.lazy import Lazy
-from rollouts.adapters.cli.rollout_cmds import VIEWS, rollout
+from rollouts.adapters.cli.rollout_cmds import LAZY, rollout
 
 
 def test_every_command_of_the_root_table_loads() -> None:
@@ -21,7 +21,7 @@ def test_every_command_of_the_root_table_loads() -> None:
 
 def test_the_rollout_groups_lazy_verbs_say_of_themselves_what_its_help_says() -> None:
     """`rollout --help` lists eager and lazy verbs alike: a lazy one's line must be its own first line."""
-    table: Lazy = VIEWS
+    table: Lazy = LAZY
     with click.Context(rollout) as ctx:
         for name, (_, _, said) in table.items():
             command = rollout.get_command(ctx, name)
@@ -55,3 +55,11 @@ def test_rollout_history_defines_no_aggregate_and_loads_the_audits_rules_only_fo
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_a_lazy_verbs_line_is_shortened_as_click_shortens_an_eager_ones() -> None:
+    """`latest` moved into the lazy table; `rollout --help` must print its line as it did when it was eager."""
+    from click.testing import CliRunner
+
+    shown = CliRunner().invoke(cli, ["rollout", "--help"], terminal_width=80).output
+    assert "  latest   Roll out NAME's current spec as a new version and print that...\n" in shown
