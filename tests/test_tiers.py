@@ -34,6 +34,7 @@ FAST = {
     "unit/test_chaos_templates.py",
     "unit/test_step_audit_templates.py",
     "unit/test_read_healing.py",
+    "unit/test_view_rows.py",
     "unit/test_chain.py",
     "unit/test_config_rules.py",
     "unit/test_docs.py",
