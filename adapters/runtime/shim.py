@@ -280,7 +280,9 @@ def run(db_path: str, name: str, heartbeat: tuple[str, float] | None = None) -> 
         _record_unexecutable(db, name, exc)
         return 0
     if not _record_running(db, name, child):  # stopped or deleted while we spawned
-        procs.signal_group(child.pid, signal.SIGKILL)
+        # Its stopper knew no group to kill and waits for this shim alone: exit only once the whole group
+        # is dead (a SIGKILLed process still runs until it is scheduled; under load a child outlived us).
+        procs.kill_group_and_wait(child.pid, None, grace=0)
     forwarder.attach(child.pid)
     returncode = child.wait() if heartbeat is None else _wait_while_fresh(db, name, child, heartbeat)
     _record_exit(db, name, returncode)
