@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from typing import ClassVar
 
@@ -32,8 +33,13 @@ class _Conformance(persistence.ApplicationRecorderTestCase):
         self.folder = tempfile.mkdtemp()
         self.schema = f"t_{uuid.uuid4().hex[:12]}"
         self.apps: list[RolloutsApp] = []
+        self.threads_before = set(threading.enumerate())
 
     def tearDown(self) -> None:
+        # The library's concurrency case tells its reader threads to stop and does not wait for them: closing
+        # the store under a thread still in a select crashed the process (a segfault in sqlite3, 1 run in ~10).
+        for thread in set(threading.enumerate()) - self.threads_before:
+            thread.join(timeout=30)
         for app in self.apps:
             app.close()
         shutil.rmtree(self.folder, ignore_errors=True)
