@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -14,19 +13,10 @@ import click
 import pytest
 
 from rollouts.adapters.cli import cli
+from tests.support.cli_results import as_json, ok
 
 if TYPE_CHECKING:
-    from tests.conftest import Result, Rollouts
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result
-    assert "Traceback" not in result.stderr, result
-    return result
-
-
-def as_json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
+    from tests.conftest import Rollouts
 
 
 def history(rollouts: Rollouts, name: str = "web") -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ restarts and two controllers on one log (SQLite and PostgreSQL), pauses, and a s
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -14,20 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.support.cli_results import as_json, ok
+
 if TYPE_CHECKING:
-    from tests.conftest import Result, Rollouts
+    from tests.conftest import Rollouts
 
 pytestmark = pytest.mark.slow  # real processes (see tests/test_tiers.py)
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result
-    assert "Traceback" not in result.stderr, result
-    return result
-
-
-def as_json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
 
 
 def history(rollouts: Rollouts, name: str) -> list[dict[str, Any]]:
