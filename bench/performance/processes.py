@@ -24,6 +24,7 @@ from bench.shared.harness import (
     deployment_key,
     make_configs,
     meta,
+    stamp_time,
 )
 from rollouts.adapters.controller import twins
 from rollouts.adapters.home import Home
@@ -116,15 +117,9 @@ def bench_latency(ws: Workspace, sizes: Sizes) -> list[Figure]:
         for i in range(sizes.latency_samples + 1):
             revision = app.latest("lat", None, False, meta())
             t0 = time.time()
-            stamp = stamps / ids.deployer_name("lat", revision, 1)
-            deadline = time.monotonic() + 30
-            while not stamp.exists() or not stamp.read_text():
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"no deployer ran for lat v{revision} within 30 s")
-                check_alive(controller)
-                time.sleep(0.001)
+            ran = stamp_time(stamps / ids.deployer_name("lat", revision, 1), f"lat v{revision}", controller)
             if i:  # the first one warms the controller up
-                latencies.append((float(stamp.read_text()) - t0) * 1000)
+                latencies.append((ran - t0) * 1000)
             terminal.wait({deployment_key("lat", revision)}, 30, controller)
             time.sleep(random.uniform(0, 0.02))  # do not always land at the same point of a pass
     finally:

@@ -9,7 +9,7 @@ import time
 from datetime import datetime
 
 from bench.performance.figures import Figure, median, nearest_rank
-from bench.shared.harness import Sizes, Terminal, Workspace, check_alive, deployment_key, meta
+from bench.shared.harness import Sizes, Terminal, Workspace, check_alive, deployment_key, meta, stamp_time
 from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
@@ -37,15 +37,9 @@ def bench_promotion_latency(ws: Workspace, sizes: Sizes) -> list[Figure]:
             config = app.config("up")
             eligible = app.deployment(config, upstream).modified_on  # its Complete event's time: eligible then
             revision = _promoted(app, upstream, controller)
-            found = stamps / ids.deployer_name("stage", revision, 1)
-            deadline = time.monotonic() + 30
-            while not found.exists() or not found.read_text():
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"no deployer ran for stage v{revision} within 30 s")
-                check_alive(controller)
-                time.sleep(0.001)
+            ran = stamp_time(stamps / ids.deployer_name("stage", revision, 1), f"stage v{revision}", controller)
             if i:  # the first one warms the controller up
-                latencies.append((float(found.read_text()) - _epoch(eligible)) * 1000)
+                latencies.append((ran - _epoch(eligible)) * 1000)
             terminal.wait({deployment_key("stage", revision)}, 30, controller)
             time.sleep(random.uniform(0, INTERVAL))  # do not always land at the same point of a pass
     finally:

@@ -155,6 +155,17 @@ def check_alive(*procs: subprocess.Popen[bytes]) -> None:
             raise RuntimeError(f"controller {proc.pid} exited with {proc.returncode}: {tail}")
 
 
+def stamp_time(stamp: Path, label: str, controller: subprocess.Popen[bytes]) -> float:
+    """The time a deployer wrote into `stamp` (its first act), waited for up to 30 s while the controller lives."""
+    deadline = time.monotonic() + 30
+    while not stamp.exists() or not stamp.read_text():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no deployer ran for {label} within 30 s")
+        check_alive(controller)
+        time.sleep(0.001)
+    return float(stamp.read_text())
+
+
 def make_configs(app: Any, prefix: str, count: int, spec: Spec) -> list[str]:
     names = [f"{prefix}-{i}" for i in range(count)]
     for name in names:
