@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from . import phases
+from .phase_table import PhaseTable
 from .phases import ALLOWED_FROM, phase_after
 
 RANK = {phases.NEW: 0, phases.PENDING: 1, phases.RUNNING: 2, phases.COMPLETE: 3, phases.FAILED: 3}
@@ -39,7 +41,8 @@ class Auditor:
     """Feed events in log order; `violations` lists every break of I1, I2 or I3 seen."""
 
     def __init__(self) -> None:
-        self.phase: dict[tuple[str, int], str] = {}
+        self.phases = PhaseTable()  # every deployment's phase, ever: a later event of a finished one is I3's
+        # Every deployer and hook name, ever (I1): a name both claimed and created is kept once (interned).
         self.introduced: dict[str, int] = {}
         self.created: dict[str, int] = {}
         self.active: dict[str, set[int]] = {}
@@ -51,7 +54,7 @@ class Auditor:
         it, None before its Created."""
         self.count += 1
         key = (config, revision)
-        before = self.phase.get(key)
+        before = self.phases.get(config, revision)
         self._names(position, key, type_, data)
         if before is None and type_ != "Created":
             return None
@@ -61,7 +64,7 @@ class Auditor:
         after = phase_after(before, type_, data)
         if before and RANK[after] < RANK[before] and type_ != "RetryRequested":
             self._flag(position, key, "I3", f"phase went back from {before} to {after} by {type_}")
-        self.phase[key] = after
+        self.phases.set(config, revision, after)
         self._active(position, key, after)
         return after
 
@@ -74,7 +77,8 @@ class Auditor:
             self._once(self.created, data["name"], position, key, "created")
 
     def _once(self, seen: dict[str, int], name: str, position: int, key: tuple[str, int], what: str) -> None:
-        first = seen.setdefault(name, position)  # (one probe of a dict of every name, not two)
+        # (one probe of a dict of every name, not two; the name kept once for both dicts)
+        first = seen.setdefault(sys.intern(name) if type(name) is str else name, position)
         if first != position:
             self._flag(position, key, "I1", f"deployer {name} {what} twice (first at position {first})")
 

@@ -4,9 +4,10 @@ that reads it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
+from . import phases
 from .audit import Auditor, Violation
 from .gate_audit import TYPES as GATE_TYPES
 from .gate_audit import GateAuditor
@@ -22,17 +23,27 @@ TYPES = tuple(dict.fromkeys((*GATE_TYPES, *CONFIG_TYPES)))
 RuleEvent = tuple[int, str, str | None, int | None, str, dict[str, Any], bool]
 
 
-def audit_rules(events: Iterable[RuleEvent]) -> list[Violation]:
-    """The violations of every rule, by check (I1-I3, then G1-G2, then I9-I10, then I11), each in log order."""
-    deployments, gates, steps, stages = Auditor(), GateAuditor(), StepAuditor(), StageAuditor()
-    gated, configs = frozenset(GATE_TYPES), frozenset(CONFIG_TYPES)
+def audit_rules(events: Iterable[RuleEvent], upstreams: Container[str] | None = None) -> list[Violation]:
+    """The violations of every rule, by check (I1-I3, then G1-G2, then I9-I10, then I11), each in log order.
+
+    `upstreams`: the configs a stage policy anywhere in the log names, if the caller knows them (see
+    StageAuditor). A deployment Complete or Failed keeps in each check only what a retry reads (every other
+    event after either phase is an I3 violation): the checks' memory grows with the configs and the names
+    of deployers (I1), not with every deployment's steps."""
+    deployments, gates, steps, stages = Auditor(), GateAuditor(), StepAuditor(), StageAuditor(upstreams)
+    gated, configs, terminal = frozenset(GATE_TYPES), frozenset(CONFIG_TYPES), phases.TERMINAL
     deployment, step, gate, stage = deployments.feed, steps.feed, gates.feed, stages.feed  # looked up once
     for position, type_, config, revision, at, data, of_deployment in events:
         if of_deployment:
             after = deployment(position, type_, config, revision, data)  # type: ignore[arg-type]
             step(position, type_, config, revision, data, after)  # type: ignore[arg-type]
             stage(position, type_, config, revision, at, data)  # type: ignore[arg-type]
-        elif type_ in configs:
+            if type_ in gated:
+                gate(position, type_, config, revision, at, data)
+            if after in terminal:
+                gates.finished((config, revision))  # type: ignore[arg-type]
+            continue
+        if type_ in configs:
             step(position, type_, config, None, data)  # type: ignore[arg-type]
             stage(position, type_, config, None, at, data)  # type: ignore[arg-type]
         if type_ in gated:

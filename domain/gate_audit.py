@@ -81,6 +81,12 @@ class GateAuditor:
         elif type_ == "Approved":
             self._approved(position, key, data.get("meta") or {}, data.get("attempt"))
 
+    def finished(self, key: tuple[str, int]) -> None:
+        """Deployment `key` is Complete or Failed: what its attempt asked for is no longer read. An approval
+        or a claim after the end is an I3 violation the audit reports; a retry asks anew."""
+        for table in (self.needs, self.asked_by, self.modes, self.approved, self.lowered):
+            table.pop(key, None)
+
     def _approved(self, position: int, key: tuple[str, int], meta: dict[str, Any], attempt: int | None) -> None:
         """The approval is held to the rule of its attempt's mode, from what the log records of both."""
         approver, asked = approval.Who.of(meta), self.asked_by.get(key, approval.Who())

@@ -11,6 +11,7 @@ next pass (the chaos checks ask for it once the controllers are idle).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,9 +22,14 @@ SLACK = timedelta(seconds=1)
 
 
 class StageAuditor:
-    """Feed every deployment event, and configs' Registered and SpecChanged, in log order."""
+    """Feed every deployment event, and configs' Registered and SpecChanged, in log order.
 
-    def __init__(self) -> None:
+    `upstreams`: every config a stage policy anywhere in the log names (audit_queries.upstreams), when the
+    caller knows them: only their deployments are folded (a promotion reads no other), so the memory of a log
+    without stages does not grow with its length. None: every deployment is folded."""
+
+    def __init__(self, upstreams: Container[str] | None = None) -> None:
+        self.upstreams = upstreams
         self.folds: dict[tuple[str, int], UpstreamFold] = {}
         self.policies: dict[str, StagePolicy | None] = {}
         self.promoted: dict[tuple[str, str], int] = {}  # (stage, upstream) -> the newest revision promoted
@@ -36,16 +42,16 @@ class StageAuditor:
                 self.policies[config] = policy_of(data.get("spec") or {})
             return
         key = (config, revision)
-        moment = datetime.fromisoformat(at)
         if type_ == "Created":
-            self.folds[key] = UpstreamFold(config, revision)
+            if self.upstreams is None or config in self.upstreams:
+                self.folds[key] = UpstreamFold(config, revision)
             self.latest[config] = max(revision, self.latest.get(config, 0))
             source = promoted_from(data.get("cause"))
             if source is not None:
-                self._promotion(position, key, source, moment, data)
+                self._promotion(position, key, source, datetime.fromisoformat(at), data)
         fold = self.folds.get(key)
         if fold is not None:
-            fold.feed(type_, moment, data)
+            fold.feed(type_, datetime.fromisoformat(at), data)
 
     def _promotion(
         self, position: int, key: tuple[str, int], source: tuple[str, int], at: datetime, data: dict[str, Any]

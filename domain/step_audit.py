@@ -32,11 +32,7 @@ _NO_STEP: dict[str, Any] = {}  # (read only) an event of no step the log introdu
 
 # Every key of a spec that _Attempt reads: a new read of the spec adds its key here.
 _SPEC_READ = ("verify", "verify_count", "failure_limit", "inconclusive_limit", "steps")
-
-
-def _read(spec: dict[str, Any]) -> dict[str, Any]:
-    """The part of a deployment's spec its attempts read (kept whole, its command and hooks held ~1 KB each)."""
-    return {k: spec[k] for k in _SPEC_READ if k in spec}
+_SHARED_PARTS = 1024  # distinct parts of specs an audit keeps one dict for, at most
 
 
 @dataclass(slots=True)  # (one per attempt: 100k at 1M events)
@@ -52,6 +48,7 @@ class _Attempt:
     promoted: frozenset[int] = frozenset()  # steps a human promoted past
     full: int | None = None  # the step a `promote --full` left from
     analysis: tuple[Source, ...] = ()  # the templates the attempt's claim fixed (DESIGN 7.9)
+    claimed: bool = False  # a deployer step was claimed for the deployment, in this attempt or one before
 
     def verified(self, index: int) -> bool:
         """Whether step `index` passed its verification (each source its own count and limits, as the
@@ -77,6 +74,19 @@ class _Attempt:
         return len(self.spec.get("steps") or [100])
 
 
+@dataclass(slots=True, frozen=True)
+class _Finished:
+    """What a Failed deployment keeps: what a retry starts from, the only event after Failed that is not
+    itself an I3 violation (domain.phases.ALLOWED_FROM). Its steps, tallies and promotions are dropped, and
+    a Complete one is dropped whole (after Complete every event is one): kept, they made the audit's memory
+    grow with the log's length."""
+
+    spec: dict[str, Any]
+    cause: str
+    phase: str
+    claimed: bool
+
+
 @dataclass
 class _Config:
     auto_rollback: bool = False
@@ -90,9 +100,10 @@ class StepAuditor:
     """Feed events in log order; `violations` lists every break of I9 or I10 seen. `finish()` when done."""
 
     def __init__(self) -> None:
-        self.attempts: dict[tuple[str, int], _Attempt] = {}  # (the one table per deployment: one probe an event)
+        # (the one table per deployment: one probe an event)
+        self.attempts: dict[tuple[str, int], _Attempt | _Finished] = {}
         self.configs: dict[str, _Config] = {}
-        self.deployer_claimed: set[tuple[str, int]] = set()  # deployments a deployer step was claimed for, ever
+        self.parts: dict[tuple[tuple[str, type, Any], ...], dict[str, Any]] = {}  # see _read
         self.violations: list[Violation] = []
         self.last_position = 0
 
@@ -113,14 +124,17 @@ class StepAuditor:
             return
         key = (config, revision)
         if type_ == "Created":
-            self.attempts[key] = attempt = _Attempt(_read(data.get("spec") or {}), data.get("cause") or "")
+            self.attempts[key] = attempt = _Attempt(self._read(data.get("spec") or {}), data.get("cause") or "")
         else:
             found = self.attempts.get(key)
             if found is None:
                 return
-            attempt = found
             if type_ == "RetryRequested":
-                self.attempts[key] = attempt = _Attempt(found.spec, found.cause)
+                self.attempts[key] = attempt = _Attempt(found.spec, found.cause, claimed=found.claimed)
+            elif isinstance(found, _Finished):  # an event after Failed (I3 reports it): checked from nothing
+                self.attempts[key] = attempt = _Attempt(found.spec, found.cause, found.phase, claimed=found.claimed)
+            else:
+                attempt = found
         self._steps(position, key, attempt, type_, data)
         before = attempt.phase
         attempt.phase = after = phase_after(before, type_, data) if after is None else after
@@ -128,7 +142,11 @@ class StepAuditor:
             self._completed(position, key, attempt)
         elif after != before and after == phases.FAILED:
             reason = data.get("reason") if type_ not in ("Cancelled", "CancelRequested") else CANCELLED
-            self._failed(position, key, attempt.cause, reason or "")
+            self._failed(position, key, attempt, reason or "")
+        if after == phases.FAILED:
+            self.attempts[key] = _Finished(attempt.spec, attempt.cause, after, attempt.claimed)
+        elif after == phases.COMPLETE:  # no event after it reads it: each is an I3 violation, a retry too
+            del self.attempts[key]
 
     def finish(self) -> StepAuditor:
         """A failure whose rollback never followed (the same save triggers it: none may be left due)."""
@@ -150,7 +168,7 @@ class StepAuditor:
             a.steps[introduced["name"]] = introduced
         # (a claim that names no step, from before steps, was the deployer's)
         if (introduced or type_ == "DeployerClaimed") and (introduced or {}).get("kind", DEPLOYER) == DEPLOYER:
-            self.deployer_claimed.add(key)
+            a.claimed = True
         if type_ == "DeployerClaimed":
             a.analysis = claimed_sources(data.get("analysis"))
         if type_ in _OF_A_STEP:
@@ -199,18 +217,28 @@ class StepAuditor:
             c.due.pop(failed, None)
             c.rolled_back.add(failed)
 
-    def _failed(self, position: int, key: tuple[str, int], cause: str, reason: str) -> None:
+    def _failed(self, position: int, key: tuple[str, int], a: _Attempt, reason: str) -> None:
         c = self._of(key[0])
         if key[1] != c.latest or reason == CANCELLED or FOREIGN in reason:
             return
-        if cause.startswith(AUTO_ROLLBACK) or key[1] in c.rolled_back:
+        if a.cause.startswith(AUTO_ROLLBACK) or key[1] in c.rolled_back:
             return
         if not (c.auto_rollback or reason.startswith(ABORTED)):
             return
-        if key not in self.deployer_claimed:  # nothing of it ran: its spec is set back, no rollback runs (7.11)
+        if not a.claimed:  # nothing of it ran: its spec is set back, no rollback runs (7.11)
             return
         if c.last_complete is not None and c.last_complete < key[1]:
             c.due[key[1]] = c.last_complete
+
+    def _read(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The part of a deployment's spec its attempts read (kept whole, its command and hooks held ~1 KB
+        each): one dict for all the deployments whose part is equal and of plain values (a config's share it)."""
+        part = {k: spec[k] for k in _SPEC_READ if k in spec}
+        key = tuple((k, type(v), v) for k, v in part.items())  # (the type: 1, 1.0 and True are equal keys)
+        try:
+            return self.parts.setdefault(key, part) if len(self.parts) < _SHARED_PARTS else self.parts.get(key, part)
+        except TypeError:  # a list or dict among the values (steps): kept as it is
+            return part
 
     def _of(self, name: str) -> _Config:
         found = self.configs.get(name)  # (not setdefault: a _Config made for every event, 230k at 1M, cost ~1 s)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version INTEGER, position INTEGER, log_id TEXT)"
 BUSY_TIMEOUT_S = 120.0
-BUILD_CACHE_KIB = -256 * 1024  # negative: in KiB
+BUILD_CACHE_KIB = -64 * 1024  # negative: in KiB
 SORT_CACHE_KIB = -2000  # SQLite's default (see for_sorting)
 SQLITE_FULL = 13  # the primary result code of "database or disk is full"
 BUILD_LOCK = "build.lock"  # lock 2's file (see projections.locks): never a view, never removed

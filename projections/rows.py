@@ -5,6 +5,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
+from .key_filter import KeyFilter
 from .projection import CACHE_ROWS, StatementSink
 
 ViewRow = dict[str, Any]
@@ -24,7 +25,7 @@ class Table:
         self.rows: dict[Any, ViewRow | None] = {}  # None: known to be missing
         self.older: dict[Any, ViewRow | None] = {}  # what `rows` held before it last filled up (see flush)
         self.complete = False  # every row of the table is known, or its key is in `forgotten`: see from_zero
-        self.forgotten: set[Any] = set()  # (complete only) keys of rows written and no longer kept
+        self.forgotten: KeyFilter | None = None  # (complete only) keys of rows written and no longer kept
         self.changed: dict[Any, ViewRow] = {}
         self.select = f"SELECT {', '.join(columns)} FROM {table} WHERE {key} = ?"
         self.upsert = f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
@@ -37,7 +38,7 @@ class Table:
         if key in self.older:  # the same object: what a fold changed in it was flushed or is marked changed
             rows[key] = row = self.older[key]
             return row
-        if self.complete and key not in self.forgotten:
+        if self.complete and (self.forgotten is None or key not in self.forgotten):
             rows[key] = None
             return None
         found = self.conn.execute(self.select, (key,)).fetchone()
@@ -62,14 +63,17 @@ class Table:
         known, and a row that is not must be read back, which waits for every write queued before it
         (a rebuild's writer): at 1M events, forgetting all stalled a rebuild's history fold ~1.1 s. Keeping
         the forgotten keys, not the rows: a rebuild's fold kept every deployment's and step's row it had seen
-        (up to 250,000 a table, ~330 bytes an event in its process), growing with the log; its key alone is
-        ~100 bytes, and a new key (each Created asks for its stream first) is still known missing unread."""
+        (up to 250,000 a table, ~330 bytes an event in its process), growing with the log; a set of their
+        keys still grew (~100 bytes a key); a KeyFilter of them does not, and a new key (each Created asks for
+        its stream first) is still known missing unread (but about once in 10**8: then read, and not found)."""
         if self.changed:
             self.conn.executemany(self.upsert, list(map(self.values, self.changed.values())))
             self.changed.clear()
         if len(self.rows) > CACHE_ROWS // 2:
             if self.complete:
                 rows = self.rows
+                if self.forgotten is None:
+                    self.forgotten = KeyFilter()
                 self.forgotten.update(k for k, row in self.older.items() if row is not None and k not in rows)
             self.older = self.rows
             self.rows = {}

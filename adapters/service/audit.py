@@ -50,7 +50,7 @@ def _rules(db: sqlite_utils.Database, name: str | None) -> tuple[int, list[Viola
     # No cycle collection meanwhile: the rules make no cycles and keep ~8 containers per deployment alive,
     # which each full collection walked again (3 of the 8.6 s of CPU at 1M events).
     with paused_gc():
-        found = audit_rules(audit_queries.rule_events(db, name))
+        found = audit_rules(audit_queries.rule_events(db, name), audit_queries.upstreams(db))
     return audit_queries.event_count(db, name), found
 
 
