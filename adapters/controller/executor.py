@@ -376,6 +376,8 @@ class Executor:
     def _ended(self, a: Action, changed: Deployment | None) -> None:
         if changed is not None and changed.is_terminal:
             self.ended.add(a.config)  # the pass that ends a deployment prunes (history limit)
+            # Done with: kept in the app's cache (an LRU), ended ones pushed out configs, each reload a whole history
+            self.app.repository.forget(changed.id)
 
 
 # -- what each kind of action does (plan.Kind): one handler each, held by a unit test --------------

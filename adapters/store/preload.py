@@ -146,6 +146,13 @@ class PreloadingRepository(Repository[UUID]):
             window[i] = aggregate
         return window
 
+    def forget(self, aggregate_id: UUID) -> None:
+        """Drop `aggregate_id` from the cache, if there: its next load reads it from the log, as any load
+        of an aggregate not cached does (what a load returns is the log's state either way)."""
+        if self.cache is not None:
+            with contextlib.suppress(KeyError):
+                self.cache.get(aggregate_id, evict=True)
+
     def _cached(self, aggregate_id: UUID) -> MutableOrImmutableAggregate[UUID] | None:
         if self.cache is None:
             return None

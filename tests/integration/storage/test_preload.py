@@ -285,3 +285,21 @@ def test_lists_of_streams_go_in_few_statement_shapes_and_the_padding_changes_no_
         asked = [*streams, *(uuid4() for _ in range(n))][:n]
         assert recorder.claims_of(asked) == {s: c for s in asked if (c := claimed.get(s)) is not None}
     assert len(texts) <= 10, len(texts)  # 1, 2, 4, ... 512 values
+
+
+def test_a_forgotten_aggregate_is_read_again_from_the_log_and_equals_the_cached_one(apps: Any) -> None:
+    """forget() only empties the cache: the next load reads the stream from the log, whole, and returns
+    what the cached load returned; an aggregate not cached, or absent, is forgotten as nothing."""
+    writer, reader = apps
+    streams = history(writer)
+    cached = state(reader.repository.get(streams[3]))
+    assert streams[3] in reader.repository.cache.cache
+    reader.repository.forget(streams[3])
+    assert streams[3] not in reader.repository.cache.cache
+    assert state(reader.repository.get(streams[3])) == cached  # read again, and cached again
+    assert streams[3] in reader.repository.cache.cache
+    reader.repository.forget(uuid4())
+    reader.repository.forget(streams[3])
+    reader.repository.forget(streams[3])
+    writer.latest("short", None, True, meta())  # the forgotten deployment moved since (cancelled): seen so
+    assert state(reader.repository.get(streams[3])) == state(writer.repository.get(streams[3]))
