@@ -13,6 +13,7 @@ from .phases import ALLOWED_FROM, phase_after
 
 RANK = {phases.NEW: 0, phases.PENDING: 1, phases.RUNNING: 2, phases.COMPLETE: 3, phases.FAILED: 3}
 CREATES = frozenset({"DeployerCreated", "HookCreated"})
+_CREATED = 1 << 48  # a name's first creation's position, times this, beside its first claim's (Auditor.names)
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,9 @@ class Auditor:
 
     def __init__(self) -> None:
         self.phases = PhaseTable()  # every deployment's phase, ever: a later event of a finished one is I3's
-        # Every deployer and hook name, ever (I1): a name both claimed and created is kept once (interned).
-        self.introduced: dict[str, int] = {}
-        self.created: dict[str, int] = {}
+        # Every deployer and hook name, ever (I1), with where it was first claimed and first created, as one
+        # number: the claim's position + the creation's * _CREATED (a name, its dict entry and one int each).
+        self.names: dict[str, int] = {}
         self.active: dict[str, set[int]] = {}
         self.violations: list[Violation] = []
         self.count = 0
@@ -72,15 +73,18 @@ class Auditor:
         """I1: a deployer or hook name is scheduled once and created once, ever."""
         step = data.get("step") if type_ == "DeployerClaimed" else data.get("next")
         if step:
-            self._once(self.introduced, step["name"], position, key, "claimed")
+            self._once(step["name"], position, key, 1, "claimed")
         if type_ in CREATES:
-            self._once(self.created, data["name"], position, key, "created")
+            self._once(data["name"], position, key, _CREATED, "created")
 
-    def _once(self, seen: dict[str, int], name: str, position: int, key: tuple[str, int], what: str) -> None:
-        # (one probe of a dict of every name, not two; the name kept once for both dicts)
-        first = seen.setdefault(sys.intern(name) if type(name) is str else name, position)
-        if first != position:
+    def _once(self, name: str, position: int, key: tuple[str, int], unit: int, what: str) -> None:
+        names = self.names
+        both = names.get(name, 0)
+        first = both // unit % _CREATED  # this kind's first position; 0: none yet
+        if first and first != position:
             self._flag(position, key, "I1", f"deployer {name} {what} twice (first at position {first})")
+        elif not first and 0 < position < _CREATED:  # (a position past 2**48, in an edited log: not kept)
+            names[name if both or type(name) is not str else sys.intern(name)] = both + position * unit
 
     def _active(self, position: int, key: tuple[str, int], phase: str) -> None:
         """I2: at most one active deployment per config at every point of the log."""

@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 TRACKING = "CREATE TABLE IF NOT EXISTS tracking (name TEXT PRIMARY KEY, version INTEGER, position INTEGER, log_id TEXT)"
 BUSY_TIMEOUT_S = 120.0
-BUILD_CACHE_KIB = -64 * 1024  # negative: in KiB
+# A new file's page cache while it is filled (negative: in KiB). 256 MiB made a rebuild's and an audit's memory
+# grow with the log up to that size a file (the audit view's ~530 bytes an event, the history's ~105): at 64 MiB,
+# full by ~120k and ~600k events, peak RSS at 2M events is 1.1-1.2x of 1M's (bench/performance/growth.py).
+BUILD_CACHE_KIB = -64 * 1024
 SORT_CACHE_KIB = -2000  # SQLite's default (see for_sorting)
 SQLITE_FULL = 13  # the primary result code of "database or disk is full"
 BUILD_LOCK = "build.lock"  # lock 2's file (see projections.locks): never a view, never removed
@@ -107,7 +110,7 @@ def create_unjournaled(path: Path, page_size: int) -> sqlite_utils.Database:
 
 def for_sorting(db: sqlite_utils.Database) -> None:
     """Set `db` (made by `create_unjournaled`, its rows in) to build its indexes with SQLite's default page
-    cache. With the 256 MiB cache that fills a file fast, and the in-memory temp store it had, the audit
+    cache. With the big cache that fills a file (256 MiB then), and the in-memory temp store it had, the audit
     view's four indexes at 1M events took 4.4 s of CPU; with the default cache and the sorter spilling to
     temp files, 1.9-2.1 s. The sorts need room in SQLite's temp folder (SQLITE_TMPDIR, TMPDIR, else
     /var/tmp or /tmp): tens of MB at 1M events; without it a rebuild fails as on a full disk."""
