@@ -72,14 +72,14 @@ def bench_cli(ws: Workspace, sizes: Sizes) -> list[Figure]:
         times["help"].append(wall(help_argv))
     base = median(times["base"]) * 1000
     return [
-        Figure("cli_latest_ms", "3 `rollout latest NAME`", "ms", median(times["latest"]) * 1000, base, "<=1.2x"),
+        Figure("cli_latest_ms", "3 `rollout latest NAME`", "ms", median(times["latest"]) * 1000, base, "<=1.1x"),
         Figure(
             "cli_history_json_ms",
             "3 `rollout history NAME -o json`",
             "ms",
             median(times["history"]) * 1000,
             base,
-            "<=1.2x",
+            "<=1.1x",
         ),
         Figure("cli_help_ms", "3 `rollouts --help`", "ms", median(times["help"]) * 1000, base, "<=0.5x"),
     ]
