@@ -18,7 +18,8 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   running, with `--interval 0.1` (7.10; goal: the interval + 100 ms; bench/performance/promotion.py)
 5. idle_reconcile one idle `Controller.reconcile()` with a long history vs with 1k events
 6. e2e            rollouts/s, one controller and `true` deployers; then two controllers; then (12) configs
-                   of 3 steps x 2 measurements, and the controller's own time per measurement
+                   of 3 steps x 2 measurements vs the steps floor, their 9 processes each through the runtime
+                   alone (bench/performance/steps_floor.py), and the controller's own time per measurement
 7. rss            controller VmRSS at the start and at the end of a long run of rollouts
 8. chain          in-process `latest --supersede` ops/s on the hash-chained recorder vs the
                   library's plain SQLite recorder (bench/performance/chain.py)
