@@ -45,11 +45,18 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
 16. template_*    the controller's own CPU per template measurement: configs naming a command template of 5
                   measurements at interval 0, minus the same configs without it, per measurement
                   (bench/performance/template_cost.py)
+17. cli_2m_*      wall time of `rollout status NAME`, `rollout history NAME -o json` and `rollout latest NAME
+                  --supersede` as processes on generate.py's log of 2M events (300 configs) vs the same at 1M,
+                  views caught up first (bench/performance/growth.py, run by at_scale.py); goal <= 1.1x.
+                  `--quick`: 200k vs 100k
+18. peak_rss_2m_* peak RSS of `rollouts projections rebuild` and of `rollouts audit` at 2M events vs at 1M: the
+                  sum of VmRSS over the process and its workers, sampled every 10 ms (growth.py); goal <= 1.2x
 
 `--json` prints {"name": {"value", "baseline", "ratio", "goal", "ok"}} as the last line.
 The figures are measured in bench/performance/: in_process.py (1, 2, 8, 9), processes.py (3, 4, 6, 7, with
 steps.py's 12), passes.py (5, 11) and postgres.py (10), on the logs of histories.py, in
-bench/shared/harness.py's workspace; figures.py holds the results and prints them.
+bench/shared/harness.py's workspace, and by the scripts at_scale.py runs (1m, 13, 14, 17, 18) on
+generate.py's cached logs; figures.py holds the results and prints them.
 Everything runs in temporary homes; every process started here is stopped at the end.
 """
 
@@ -72,7 +79,13 @@ if not __package__:  # run by path: the checkout's root on sys.path, where `benc
 # PYTHONDONTWRITEBYTECODE that some sandboxes set, each would compile the project's modules again.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-from bench.performance.at_scale import bench_audit_at_scale, bench_rebuild_at_scale, bench_serve_at_scale  # noqa: E402
+from bench.performance.at_scale import (  # noqa: E402
+    bench_audit_at_scale,
+    bench_cli_growth,
+    bench_rebuild_at_scale,
+    bench_rss_growth,
+    bench_serve_at_scale,
+)
 from bench.performance.figures import Figure, pg_against_sqlite, print_table  # noqa: E402
 from bench.performance.histories import build_logs  # noqa: E402
 from bench.performance.in_process import bench_chain_append, bench_commands, bench_rebuild, bench_verify  # noqa: E402
@@ -129,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         help="comma-separated sections: rebuild,commands,chain,cli,latency,promotion,idle,e2e,rss,measure,templates,"
-        "pg,scale,rebuild1m,audit,serve",
+        "pg,scale,rebuild1m,audit,serve,cli2m,rss2m",
     )
     parser.add_argument(
         "--store",
@@ -186,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("rebuild1m", bench_rebuild_at_scale),
                 ("audit", bench_audit_at_scale),
                 ("serve", bench_serve_at_scale),
+                ("cli2m", bench_cli_growth),
+                ("rss2m", bench_rss_growth),
             ):
                 if wanted(section):
                     log(f"{section}: bench/performance/at_scale.py")
