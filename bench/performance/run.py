@@ -20,7 +20,8 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
 6. e2e            rollouts/s, one controller and `true` deployers; then two controllers; then (12) configs
                    of 3 steps x 2 measurements vs the steps floor, their 9 processes each through the runtime
                    alone (bench/performance/steps_floor.py), and the controller's own time per measurement
-7. rss            controller VmRSS at the start and at the end of a long run of rollouts
+7. rss            controller VmRSS at the start and at the end of a long run of rollouts (40,000; stopped at
+                  600 s, then said CAPPED)
 8. chain          in-process `latest --supersede` ops/s on the hash-chained recorder vs the
                   library's plain SQLite recorder (bench/performance/chain.py)
 9. log_verify     `log verify` events/s over figure 1's log vs reading the same rows and hashing
