@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -158,7 +159,7 @@ class Peak:
 
     def note(self) -> str:
         own = ", ".join(f"{kib / 1024:.0f}" for kib in sorted(self.hwm_kib.values(), reverse=True))
-        return f"{len(self.hwm_kib)} processes, VmHWM {own} MiB"
+        return f"{len(self.hwm_kib)} process{'es' if len(self.hwm_kib) != 1 else ''}, VmHWM {own} MiB"
 
 
 def tree_peak(argv: list[str], environ: dict[str, str] | None = None) -> Peak:
@@ -195,15 +196,25 @@ def peak_rss(home: Path, args: tuple[str, ...]) -> Peak:
     return run
 
 
+def rebuilt_to(run: Peak) -> int:
+    """The position a `projections rebuild` says every view reached (the log's head)."""
+    positions = {int(p) for p in re.findall(r"^rebuilt \S+ to position (\d+)", run.output, re.MULTILINE)}
+    if len(positions) != 1:
+        raise SystemExit(f"projections rebuild said {run.output[-300:]!r}")
+    return positions.pop()
+
+
 def rss_runs(homes: dict[int, Path], runs: int) -> dict[str, dict[int, list[Peak]]]:
-    """Each HEAVY command's runs at each size: a rebuild into an empty projections folder, then an audit on
-    the views it made."""
+    """Each HEAVY command's runs at each size: a rebuild into an empty projections folder (of the whole log),
+    then an audit on the views it made."""
     found: dict[str, dict[int, list[Peak]]] = {c: {size: [] for size in homes} for c in HEAVY}
     for i in range(runs):
         for size in list(homes) if i % 2 == 0 else list(reversed(homes)):
             shutil.rmtree(homes[size] / "projections", ignore_errors=True)
             for command, args in HEAVY.items():
                 run = peak_rss(homes[size], args)
+                if command == "rebuild" and rebuilt_to(run) < size:
+                    raise SystemExit(f"the rebuild at {size:,} events stopped at {rebuilt_to(run):,}")
                 found[command][size].append(run)
                 print(
                     f"  {command} at {size:,} events: {run.seconds:.1f} s, peak {run.peak_kib / 1024:.0f} MiB"
