@@ -110,7 +110,7 @@ PG_FIGURES = (
 
 
 def bench_postgres(store: str, quick: bool) -> list[Figure]:
-    import postgres
+    from bench.performance import postgres
 
     why = postgres.reachable(store)
     if why is not None:
