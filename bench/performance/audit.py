@@ -11,7 +11,7 @@ interleaved:
       notification, in this process (as bench/performance/rebuild.py measures it);
   (b) ours: `python -m rollouts audit` on the scratch home, the whole process from its start to its
       exit (it must say ok: exit 0).
-Both are reported in events of the log per second; the goal is (b)/(a) >= 0.5. The last line of
+Both are reported in events of the log per second; the goal is (b)/(a) >= 0.6 (issue #49). The last line of
 output is one JSON document.
 """
 
@@ -37,7 +37,7 @@ from bench.performance.rebuild import ceiling  # noqa: E402
 from rollouts.adapters.service.bootstrap import open_app  # noqa: E402
 from rollouts.adapters.store.reader import RecorderSource  # noqa: E402
 
-GOAL = 0.5
+GOAL = 0.6
 
 
 def scratch_home(cached: Path) -> Path:

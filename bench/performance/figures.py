@@ -102,11 +102,11 @@ def print_table(figures: list[Figure], mode: str, elapsed: float) -> None:
 
 
 def pg_against_sqlite(figures: list[Figure]) -> list[Figure]:
-    """Issue #34's second half of the PostgreSQL end-to-end goal: at least 0.6x of the same on SQLite
-    (figure 6, one controller, measured in this run): a figure of its own when both were measured."""
+    """The PostgreSQL end-to-end rate against the same on SQLite (figure 6, one controller, measured in this
+    run): at least 0.9x (issue #49; #34 asked 0.6x), a figure of its own when both were measured."""
     found = {f.name: f for f in figures if not f.skipped}
     pg, sqlite = found.get("pg_e2e_rollouts_per_s"), found.get("e2e_rollouts_per_s_1ctl")
     if pg is None or sqlite is None:
         return []
     label = "10 PG end to end, 1 controller (baseline: the same on SQLite, figure 6)"
-    return [Figure("pg_e2e_vs_sqlite", label, "/s", pg.value, sqlite.value, ">=0.6x")]
+    return [Figure("pg_e2e_vs_sqlite", label, "/s", pg.value, sqlite.value, ">=0.9x")]

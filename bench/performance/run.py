@@ -10,7 +10,7 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   both timed by rebuild.py's ceiling() and rebuild(), on generate.py's log (in bench/performance/)
 2. commands       in-process `RolloutsApp.latest(supersede)` ops/s vs a bare eventsourcing
                   load-command-save loop on a trivial aggregate, same SQLite settings
-3. cli_*          wall time of `rollouts rollout latest`, `rollout history -o json`, `--help`
+3. cli_*          wall time of `rollouts rollout latest`, `rollout history -o json` (goal <= 1.1x), `--help`
                   vs `python -c "import eventsourcing.application, pydantic, click, sqlite_utils"`
 4. spawn_latency  `latest` committed -> deployer running (its first act writes time.time()),
                   with `controller run --interval 0.01 -q` running; median and p99
@@ -18,8 +18,10 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   running, with `--interval 0.1` (7.10; goal: the interval + 100 ms; bench/performance/promotion.py)
 5. idle_reconcile one idle `Controller.reconcile()` with a long history vs with 1k events
 6. e2e            rollouts/s, one controller and `true` deployers; then two controllers; then (12) configs
-                   of 3 steps x 2 measurements, and the controller's own time per measurement
-7. rss            controller VmRSS at the start and at the end of a long run of rollouts
+                   of 3 steps x 2 measurements vs the steps floor, their 9 processes each through the runtime
+                   alone (bench/performance/steps_floor.py), and the controller's own time per measurement
+7. rss            controller VmRSS at the start and at the end of a long run of rollouts (40,000; stopped at
+                  600 s, then said CAPPED)
 8. chain          in-process `latest --supersede` ops/s on the hash-chained recorder vs the
                   library's plain SQLite recorder (bench/performance/chain.py)
 9. log_verify     `log verify` events/s over figure 1's log vs reading the same rows and hashing
@@ -29,26 +31,33 @@ Figures (DESIGN sections 5-9; every value and baseline is a median of several ru
                   schemas of its own (bench/performance/postgres.py): `latest --supersede` ops/s vs a bare
                   eventsourcing loop; latest -> deployer running (LISTEN/NOTIFY), median and p99;
                   end-to-end rollouts/s, one controller (and as a ratio to
-                  figure 6's, when both run); rebuild vs the library's read + decode;
+                  figure 6's, when both run: goal >= 0.9x); rebuild vs the library's read + decode;
                   `claim check` as a deployer runs it vs a Python process's connect + select 1.
                   No server reachable: printed as skipped, never ok
 11. *_10k         one controller pass with 10,000 configs vs the same with 100: idle, and busy
                   (open deployments another live controller holds: 1,000 vs 100), per deployment
 1m, 13, 14        at the sizes issue #34 names (bench/performance/at_scale.py runs each script as a process):
                   rebuild of 1M events vs the library's read + decode (bench/performance/rebuild.py); the whole
-                  `rollouts audit` of 1M events vs the same (bench/performance/audit.py); /metrics after one new
-                  event, p50 and p99, and made from nothing, at 1M events and 1,000 configs, vs the
+                  `rollouts audit` of 1M events vs the same, >= 0.6x (bench/performance/audit.py); /metrics after
+                  one new event, p50 and p99, and made from nothing, at 1M events and 1,000 configs, vs the
                   CLI's in-process `rollout history NAME -o json` (bench/performance/serve.py). `--quick`: small
 15. measure_*     the prometheus measurement process as the controller starts it (`python -m rollouts measure
                   --resolved`) vs `python -c` importing urllib3 and making the same query (bench/performance/measure.py)
 16. template_*    the controller's own CPU per template measurement: configs naming a command template of 5
                   measurements at interval 0, minus the same configs without it, per measurement
                   (bench/performance/template_cost.py)
+17. cli_2m_*      wall time of `rollout status NAME`, `rollout history NAME -o json` and `rollout latest NAME
+                  --supersede` as processes on generate.py's log of 2M events (300 configs) vs the same at 1M,
+                  views caught up first (bench/performance/growth.py, run by at_scale.py); goal <= 1.1x.
+                  `--quick`: 200k vs 100k
+18. peak_rss_2m_* peak RSS of `rollouts projections rebuild` and of `rollouts audit` at 2M events vs at 1M: the
+                  sum of VmRSS over the process and its workers, sampled every 10 ms (growth.py); goal <= 1.2x
 
 `--json` prints {"name": {"value", "baseline", "ratio", "goal", "ok"}} as the last line.
 The figures are measured in bench/performance/: in_process.py (1, 2, 8, 9), processes.py (3, 4, 6, 7, with
 steps.py's 12), passes.py (5, 11) and postgres.py (10), on the logs of histories.py, in
-bench/shared/harness.py's workspace; figures.py holds the results and prints them.
+bench/shared/harness.py's workspace, and by the scripts at_scale.py runs (1m, 13, 14, 17, 18) on
+generate.py's cached logs; figures.py holds the results and prints them.
 Everything runs in temporary homes; every process started here is stopped at the end.
 """
 
@@ -71,7 +80,13 @@ if not __package__:  # run by path: the checkout's root on sys.path, where `benc
 # PYTHONDONTWRITEBYTECODE that some sandboxes set, each would compile the project's modules again.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-from bench.performance.at_scale import bench_audit_at_scale, bench_rebuild_at_scale, bench_serve_at_scale  # noqa: E402
+from bench.performance.at_scale import (  # noqa: E402
+    bench_audit_at_scale,
+    bench_cli_growth,
+    bench_rebuild_at_scale,
+    bench_rss_growth,
+    bench_serve_at_scale,
+)
 from bench.performance.figures import Figure, pg_against_sqlite, print_table  # noqa: E402
 from bench.performance.histories import build_logs  # noqa: E402
 from bench.performance.in_process import bench_chain_append, bench_commands, bench_rebuild, bench_verify  # noqa: E402
@@ -95,7 +110,7 @@ PG_FIGURES = (
 
 
 def bench_postgres(store: str, quick: bool) -> list[Figure]:
-    import postgres
+    from bench.performance import postgres
 
     why = postgres.reachable(store)
     if why is not None:
@@ -128,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         help="comma-separated sections: rebuild,commands,chain,cli,latency,promotion,idle,e2e,rss,measure,templates,"
-        "pg,scale,rebuild1m,audit,serve",
+        "pg,scale,rebuild1m,audit,serve,cli2m,rss2m",
     )
     parser.add_argument(
         "--store",
@@ -185,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("rebuild1m", bench_rebuild_at_scale),
                 ("audit", bench_audit_at_scale),
                 ("serve", bench_serve_at_scale),
+                ("cli2m", bench_cli_growth),
+                ("rss2m", bench_rss_growth),
             ):
                 if wanted(section):
                     log(f"{section}: bench/performance/at_scale.py")

@@ -5,18 +5,25 @@
   row's end to the event that recorded its outcome (median over the measurements of one rollout run
   alone: with 30 at once each also waits for the others' work in the controller's passes).
 - e2e_steps_rollouts_per_s: rollouts/s end to end for configs of 3 steps with 2 measurements per step
-  at interval 0 (`true` deployers and measurements), against the plain e2e figure of the same run.
+  at interval 0 (`true` deployers and measurements), against the steps floor of the same run
+  (`processes_alone`: the same rollouts' 9 processes each through the runtime alone, as
+  bench/performance/steps_floor.py measures it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
 import statistics
+import tempfile
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from rollouts.adapters.home import Home
+from rollouts.adapters.runtime.local import LocalRuntime
 from rollouts.adapters.service.bootstrap import open_app
 from rollouts.domain import ids
 from rollouts.domain.spec import Spec
@@ -25,6 +32,7 @@ from rollouts.projections.records import decode
 ENDED = "domain.config:DeploymentConfig.RolloutEnded"
 STEPPED = Spec(command=["true"], steps=[33, 66, 100], verify=["true"], verify_count=2, verify_interval=0)
 DUE = tuple(f"domain.deployment:Deployment.{t}" for t in ("DeployerSucceeded", "MeasurementRecorded"))
+PROCESSES = 9  # per rollout of STEPPED: 3 deployers and 2 measurements after each
 
 
 def wait_ended(app: Any, configs: set[str], after: int, timeout: float, *procs: Any) -> dict[str, str]:
@@ -98,3 +106,28 @@ def e2e_steps_run(
         ws.stop(proc)
         app.close()
     return rollouts / elapsed, statistics.median(overheads) if overheads else float("nan")
+
+
+def processes_alone(rollouts: int) -> float:
+    """The steps floor: rollouts/s if a stepped rollout cost only its processes, `PROCESSES` waves of
+    `rollouts` `true` processes started through LocalRuntime as the controller starts them (the fork
+    server, a shim per process, the runtime's table), each wave once the one before has ended; no
+    controller, no log."""
+    root = Path(tempfile.mkdtemp(prefix="rollouts-floor-"))
+    home = Home(root)
+    home.runtime.mkdir(parents=True, exist_ok=True)
+    runtime = LocalRuntime(home, heartbeat_max_age=8.0, cache_kib=256)  # as a running controller's
+    try:
+        runtime.start_fork_server()
+        began = time.perf_counter()
+        for wave in range(PROCESSES):
+            with runtime.batched():
+                for i in range(rollouts):
+                    name = f"c{i}-1-verify-1-{wave + 1}"
+                    runtime.create(name, config=f"c{i}", revision=1, attempt=1, argv=["true"], env={}, cwd=str(root))
+            while runtime.active():
+                time.sleep(0.005)
+        return rollouts / (time.perf_counter() - began)
+    finally:
+        runtime.close()
+        shutil.rmtree(root, ignore_errors=True)

@@ -75,9 +75,9 @@ FULL = Sizes(
     latency_samples=100,
     idle_passes=200,
     e2e_rollouts=150,
-    rss_rollouts=10_000,
+    rss_rollouts=40_000,  # issue #49; at ~110-200 rollouts/s, 200-360 s
     rss_configs=200,
-    rss_cap_s=240,
+    rss_cap_s=600,
     heavy_reps=3,
 )
 
