@@ -83,7 +83,6 @@ class _Finished:
 
     spec: dict[str, Any]
     cause: str
-    phase: str
     claimed: bool
 
 
@@ -132,7 +131,7 @@ class StepAuditor:
             if type_ == "RetryRequested":
                 self.attempts[key] = attempt = _Attempt(found.spec, found.cause, claimed=found.claimed)
             elif isinstance(found, _Finished):  # an event after Failed (I3 reports it): checked from nothing
-                self.attempts[key] = attempt = _Attempt(found.spec, found.cause, found.phase, claimed=found.claimed)
+                self.attempts[key] = attempt = _Attempt(found.spec, found.cause, phases.FAILED, claimed=found.claimed)
             else:
                 attempt = found
         self._steps(position, key, attempt, type_, data)
@@ -144,7 +143,7 @@ class StepAuditor:
             reason = data.get("reason") if type_ not in ("Cancelled", "CancelRequested") else CANCELLED
             self._failed(position, key, attempt, reason or "")
         if after == phases.FAILED:
-            self.attempts[key] = _Finished(attempt.spec, attempt.cause, after, attempt.claimed)
+            self.attempts[key] = _Finished(attempt.spec, attempt.cause, attempt.claimed)
         elif after == phases.COMPLETE:  # no event after it reads it: each is an I3 violation, a retry too
             del self.attempts[key]
 

@@ -42,7 +42,8 @@ if not __package__:  # run by path: the checkout's root on sys.path, where `benc
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from bench.performance.generate import cached_log  # noqa: E402
-from bench.shared.harness import ACTOR, ROLLOUTS  # noqa: E402
+from bench.shared.harness import ROLLOUTS  # noqa: E402
+from bench.shared.harness import home_env as env  # noqa: E402
 
 CLI_GOAL = 1.1
 RSS_GOAL = 1.2
@@ -56,12 +57,6 @@ HEAVY = {"rebuild": ("projections", "rebuild"), "audit": ("audit",)}
 
 
 # -- homes ---------------------------------------------------------------------------------------
-
-
-def env(home: Path) -> dict[str, str]:
-    """The environment a user's command runs in, on `home` (no other ROLLOUTS_ setting of ours)."""
-    kept = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
-    return {**kept, "ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": ACTOR}
 
 
 def rollouts(home: Path, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:

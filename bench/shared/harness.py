@@ -82,6 +82,12 @@ FULL = Sizes(
 )
 
 
+def home_env(home: Path) -> dict[str, str]:
+    """The environment a user's command runs in, on `home` (no other ROLLOUTS_ setting of ours)."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
+    return {**kept, "ROLLOUTS_HOME": str(home), "ROLLOUTS_ACTOR": ACTOR}
+
+
 def meta() -> dict[str, Any]:
     return {"actor": ACTOR, "correlation_id": os.urandom(8).hex()}
 
@@ -102,8 +108,7 @@ class Workspace:
         return Home(self.root / f"{self.count:02d}-{label}").ensure()
 
     def env(self, home: Home) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLOUTS_")}
-        return {**env, "ROLLOUTS_HOME": str(home.path), "ROLLOUTS_ACTOR": ACTOR}
+        return home_env(home.path)
 
     def controller(self, home: Home, interval: float) -> subprocess.Popen[bytes]:
         argv = [*ROLLOUTS, "controller", "run", "--interval", str(interval), "-q"]
