@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import pwd
-import socket
 import uuid
 from typing import Any
 
@@ -38,7 +37,7 @@ def os_user() -> str | None:
         account = pwd.getpwuid(uid).pw_name
     except KeyError:
         account = str(uid)
-    return f"{account}@{socket.gethostname()}"
+    return f"{account}@{os.uname().nodename}"
 
 
 def new_meta(actor: str, db_user: str | None = None, **extra: object) -> dict[str, Any]:

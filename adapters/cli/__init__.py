@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def default_actor() -> str:
         user = getpass.getuser()
     except Exception:  # noqa: BLE001 - no user name in some containers
         user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
+    return f"{user}@{os.uname().nodename}"  # (socket.gethostname(), without importing socket)
 
 
 ACTOR_MAX = 256

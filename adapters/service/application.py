@@ -17,7 +17,6 @@ from ...domain.home import HomeBinding, home_id
 from ...domain.meta import Meta
 from ..identity import new_meta as new_meta  # where callers have long found it
 from ..store.port import APP_NAME
-from . import analysis
 from .deciding import DecidingApp, config_spec, config_spec_of
 from .deciding import Decision as Decision
 from .deciding import NotUTF8 as NotUTF8
@@ -44,7 +43,7 @@ class RolloutsApp(DecidingApp):
                 raise DomainError(f"config {name!r} already exists")
             check_stage(self, name, spec.to_data())  # 7.10: its upstream exists, and no cycle
             config = DeploymentConfig(name=name, spec=spec.to_data(), meta=meta)
-            templates = analysis.named(self, name, None, spec, meta)
+            templates = self._templates(name, None, spec, meta)
             if spec.trigger != "config-change":
                 return [config, *templates], None
             aggregates = rollout.trigger(config, [], cause="config change", message=None, supersede=True, meta=meta)
@@ -63,7 +62,7 @@ class RolloutsApp(DecidingApp):
             old = config_spec(config)
             new = change(old)
             check_stage(self, name, new.to_data())  # 7.10: its upstream exists, and no cycle
-            templates = analysis.named(self, name, old, new, meta)
+            templates = self._templates(name, old, new, meta)
             if not config.change_spec(new.to_data(), meta):
                 return [], (False, None)
             if new.trigger != "config-change" or config.paused or new.rollout_part() == old.rollout_part():
@@ -73,6 +72,12 @@ class RolloutsApp(DecidingApp):
             return [*aggregates, *templates], (True, config.latest_revision)
 
         return self.decide(decision)
+
+    def _templates(self, name: str, old: Spec | None, new: Spec, meta: Meta) -> list[Aggregate]:
+        """The analysis templates config `name`'s new spec names, checked, to save beside it (analysis.named)."""
+        from . import analysis  # start-up cost: the templates' aggregate, where specs change only
+
+        return list(analysis.named(self, name, old, new, meta))
 
     def latest(self, name: str, message: str | None, supersede: bool, meta: dict[str, Any]) -> int:
         def decision() -> Decision[int]:

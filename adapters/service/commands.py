@@ -15,7 +15,6 @@ from ...domain.config import DeploymentConfig
 from ...domain.deployment import Deployment
 from ...domain.errors import DomainError, NotFound
 from ..store.failures import is_lock_timeout
-from . import analysis_claim
 from .rollbacks import rollback_for
 
 if TYPE_CHECKING:
@@ -34,6 +33,8 @@ def claim(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta
 
 
 def claim_decision(app: RolloutsApp, config_name: str, revision: int, claimant: str, meta: dict[str, Any]) -> Decider:
+    from . import analysis_claim  # start-up cost: templates load where deployments are claimed, not in every command
+
     def decision() -> tuple[list[Any], str | None]:
         config = app.config(config_name)
         deployment = app.deployment(config, revision)

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from ..home import Home
 from .port import Backend
-from .postgres.backend import PostgresBackend
 from .sqlite.backend import SQLiteBackend
 from .url import PostgresURL, StoreURL
 
@@ -20,5 +19,7 @@ if TYPE_CHECKING:
 def backend_for(home: Home, store: StoreURL) -> Backend:
     """The backend of `store` (the SQLite one keeps its log in `home`)."""
     if isinstance(store, PostgresURL):
+        from .postgres.backend import PostgresBackend  # start-up cost: only on a PostgreSQL store
+
         return PostgresBackend(store)
     return SQLiteBackend(home)
