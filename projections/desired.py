@@ -72,8 +72,8 @@ class Desired(Projection):
 
     name = "desired"
     # 2: approvals and freezes. 3: steps, measurements and pauses (7.6). 4: the deployment number is
-    # `revision`, as in the events (was `version`). 5: the stages (7.10).
-    version = 5
+    # `revision`, as in the events (was `version`). 5: the stages (7.10). 6: the index of the auto stages.
+    version = 6
     tables = ("open_deployments", "freezes", "stages")
 
     def create(self, db: sqlite_utils.Database) -> None:

@@ -16,6 +16,10 @@ CREATE = "CREATE TABLE IF NOT EXISTS stages (stream TEXT PRIMARY KEY, name TEXT,
 COLUMNS = ("stream", "name", "upstream", "promote")
 TYPES = frozenset({"Registered", "SpecChanged"})
 AUTO = "SELECT name, upstream FROM stages WHERE upstream IS NOT NULL AND promote = 'auto' ORDER BY name"
+# The controller runs AUTO every pass, and the table holds a row per config: without this index each pass
+# scanned every config (figure 11's idle pass, 10k configs against 100: 2-3x). The index holds only the auto
+# stages, in AUTO's order.
+AUTO_INDEX = "CREATE INDEX IF NOT EXISTS stages_auto ON stages (name) WHERE upstream IS NOT NULL AND promote = 'auto'"
 
 
 def wants(kind: str, type_: str) -> bool:
@@ -24,6 +28,7 @@ def wants(kind: str, type_: str) -> bool:
 
 def create_table(db: sqlite_utils.Database) -> None:
     db.execute(CREATE)
+    db.execute(AUTO_INDEX)
 
 
 class StageTable:

@@ -57,6 +57,7 @@ FAST = {
     "unit/test_stage_rules.py",
     "unit/test_sql_lists.py",
     "unit/test_gate_rules.py",
+    "integration/controller/test_idle_pass_scale.py",
     "unit/test_approval_rules.py",
     "unit/test_bench_figures.py",
     "unit/test_timeline.py",
