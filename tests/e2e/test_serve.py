@@ -354,8 +354,9 @@ def test_the_page_shows_a_finished_step_within_2_s_without_a_reload(
         browser.execute_script("window.loadedOnce = true")  # gone if the page reloads
         shown = "return document.querySelector('main').innerText"
         deadline = time.monotonic() + 30
-        while "Running" not in browser.execute_script(shown):  # the claim shown, live
-            assert time.monotonic() < deadline, "the page never showed the deployer running"
+        while "Running" not in (text := browser.execute_script(shown)):  # the claim shown, live
+            said = f"controller exit {controller.poll()}, server exit {server.proc.poll()}; the page: {text[:400]!r}"
+            assert time.monotonic() < deadline, f"the page never showed the deployer running ({said})"
             time.sleep(0.1)
         flag.touch()
         finished = time.monotonic()
