@@ -85,15 +85,15 @@ def _name(text: str) -> str:
 
 def _index(state: Session, metrics: Exposition, params: dict[str, str]) -> Response:
     _only(params, ())
-    store = state.read("history")
+    store, head = _read(state, "history")
     now = datetime.now(UTC)
     pipelines = stage_view.pipelines(store.db("history"), now)
-    return _html(pages.index(documents.config_list(store.db("history"), now), store.source.head(), pipelines))
+    return _html(pages.index(documents.config_list(store.db("history"), now), head, pipelines))
 
 
 def _config(state: Session, metrics: Exposition, params: dict[str, str], name: str) -> Response:
     _only(params, ("type", "version", "actor", "since", "after", "until", "limit"))
-    store = state.read("history", "audit")
+    store, head = _read(state, "history", "audit")
     history_db, audit_db = store.db("history"), store.db("audit")
     rows = [documents.shown(row) for row in history_queries.configs(history_db, name)]
     if not rows:
@@ -108,7 +108,16 @@ def _config(state: Session, metrics: Exposition, params: dict[str, str], name: s
     measured = analysed["verification"]["measurements"] if analysed else []
     analysis = charts.svg(measured, template_queries.templates(audit_db))
     shown = pages.Analysis(analysis, analysed, only.revision)
-    return _html(pages.config(rows[0], svg, shown, history, events, params, next_after, store.source.head()))
+    return _html(pages.config(rows[0], svg, shown, history, events, params, next_after, head))
+
+
+def _read(state: Session, *names: str) -> tuple[ProjectionStore, int]:
+    """Views `names` caught up, and the head a page drawn from them asks for news after (its poll). Read
+    before the catch-up, so the views show at least that far: read after it, it could name events another
+    process appended meanwhile, which the page does not show and its poll would never bring (the page then
+    kept showing the state before them until some later event)."""
+    head = state.projections.source.head()
+    return state.read(*names), head
 
 
 def _analysed(history: list[ViewRow], revision: int | None) -> ViewRow | None:

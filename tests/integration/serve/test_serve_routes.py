@@ -4,7 +4,9 @@ bad parameters 400, the page escapes what the log says, and /metrics parses as P
 from __future__ import annotations
 
 import contextlib
+import html
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -270,3 +272,34 @@ def _ask(address: str) -> None:
 
     with contextlib.suppress(OSError):  # the server stopped before answering: what the test wants
         urllib.request.urlopen(address, timeout=5).read()
+
+
+def test_a_pages_poll_brings_what_was_appended_while_it_was_drawn(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page names the position its poll asks for news after. Read once the views were caught up, that
+    position could be past events another process appended meanwhile: the page did not show them and its
+    poll never brought them (the browser test's page kept showing no running deployer, once in CI)."""
+    folder = tmp_path_factory.mktemp("serve-race")
+    (folder / "work").mkdir()
+    rollouts = Rollouts(folder / "home", folder / "work")
+    ok(rollouts.run("config", "create", "live", "--", "true"))
+    ok(rollouts.run("rollout", "latest", "live"))
+    served = Server(rollouts)
+    try:
+        store = served.state.projections
+        caught_up = store.catch_up_named
+
+        def then_another_process_appends(names: Any) -> None:
+            caught_up(names)
+            monkeypatch.setattr(store, "catch_up_named", caught_up)  # once
+            ok(rollouts.run("rollout", "cancel", "live"))
+
+        monkeypatch.setattr(store, "catch_up_named", then_another_process_appends)
+        page = served.get("/configs/live").body.decode()
+        assert "Failed" not in page  # drawn before the cancel
+        poll = html.unescape(re.search(r'<main data-poll="([^"]+)"', page).group(1))  # type: ignore[union-attr]
+        news = served.json(poll.replace("limit=1", "limit=10"))
+        assert "CancelRequested" in [event["type"] for event in news], poll
+    finally:
+        served.state.close()
