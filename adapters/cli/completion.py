@@ -13,14 +13,12 @@ from click.shell_completion import CompletionItem
 
 def configs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Config names from the home's history view and the log's newest rows."""
-    found: list[CompletionItem] = _reads().configs(ctx, param, incomplete)
-    return found
+    return _reads().configs(ctx, param, incomplete)
 
 
 def deployers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Deployer names from the home's runtime table."""
-    found: list[CompletionItem] = _reads().deployers(ctx, param, incomplete)
-    return found
+    return _reads().deployers(ctx, param, incomplete)
 
 
 def _reads() -> ModuleType:

@@ -27,6 +27,7 @@ from .stage_checks import check_config as check_stage
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ...domain.analysis_template import AnalysisTemplate
     from ...domain.spec import Spec
 
 
@@ -73,11 +74,11 @@ class RolloutsApp(DecidingApp):
 
         return self.decide(decision)
 
-    def _templates(self, name: str, old: Spec | None, new: Spec, meta: Meta) -> list[Aggregate]:
+    def _templates(self, name: str, old: Spec | None, new: Spec, meta: Meta) -> list[AnalysisTemplate]:
         """The analysis templates config `name`'s new spec names, checked, to save beside it (analysis.named)."""
         from . import analysis  # start-up cost: the templates' aggregate, where specs change only
 
-        return list(analysis.named(self, name, old, new, meta))
+        return analysis.named(self, name, old, new, meta)
 
     def latest(self, name: str, message: str | None, supersede: bool, meta: dict[str, Any]) -> int:
         def decision() -> Decision[int]:
