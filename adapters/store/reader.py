@@ -40,4 +40,5 @@ class RecorderSource:
         if not first:
             return ""
         n = first[0]
-        return hashlib.sha256(f"{n.originator_id}:{n.originator_version}:".encode() + n.state).hexdigest()[:16]
+        state = n.state.encode() if isinstance(n.state, str) else n.state  # a hand-edited row may hold text
+        return hashlib.sha256(f"{n.originator_id}:{n.originator_version}:".encode() + state).hexdigest()[:16]

@@ -126,6 +126,22 @@ def test_an_edited_event_is_reported_at_its_position(rollouts_on: Rollouts) -> N
     assert text.exit_code == 1 and text.stdout.startswith("VIOLATION I8 at position 5: hash mismatch")
 
 
+def test_a_first_event_rewritten_as_text_is_a_break_not_an_internal_error(rollouts: Rollouts) -> None:
+    # The first row names the log for the views; an edit that leaves SQLite holding text there
+    # (no CAST back to a blob) stopped `audit` with a TypeError instead of reporting the break.
+    history(rollouts)
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        conn.execute(
+            "UPDATE stored_events SET state = REPLACE(CAST(state AS TEXT), 'tester@test', 'mallory@evl')"
+            " WHERE rowid = 1"
+        )
+        assert conn.execute("SELECT typeof(state) FROM stored_events WHERE rowid = 1").fetchone() == ("text",)
+    assert broken_at(rollouts) == [1]
+    text = rollouts.sh("audit")
+    assert text.exit_code == 1 and text.stdout.startswith("VIOLATION I8 at position 1: hash mismatch"), text.stderr
+    assert "internal error" not in text.stderr
+
+
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     Log(rollouts_on).delete(7)
