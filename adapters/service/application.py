@@ -13,7 +13,6 @@ from ...domain.config import DeploymentConfig
 from ...domain.deployment import Deployment
 from ...domain.errors import DomainError, NotFound
 from ...domain.freeze import FreezeAll, in_force
-from ...domain.home import HomeBinding, home_id
 from ...domain.meta import Meta
 from ..identity import new_meta as new_meta  # where callers have long found it
 from ..store.port import APP_NAME
@@ -265,6 +264,7 @@ class RolloutsApp(DecidingApp):
 
     def rebind_home(self, claimant: str, old: tuple[str | None, int | None], head: int, meta: dict[str, Any]) -> None:
         """Record that the home of `claimant` now follows this log as it stands at `head` (an audited event)."""
+        from ...domain.home import HomeBinding, home_id  # start-up cost: its event classes, for `home rebind` alone
 
         def decision() -> Decision[None]:
             try:

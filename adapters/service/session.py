@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ...domain.errors import NotFound
-from ...projections.health import is_broken
+from ...projections.file_checks import is_broken
 from .. import settings
 from ..home import Home, HomeReadOnly
 from ..identity import new_meta
