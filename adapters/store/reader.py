@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from ...projections.records import UndecodableEvent
 from ...projections.source import PostgresLog, SQLiteLog
 from .port import LogRecorder, Row
 
@@ -36,9 +37,13 @@ class RecorderSource:
         return log if isinstance(log, PostgresLog) else None
 
     def identity(self) -> str:
-        first = self.recorder.select_notifications(start=None, limit=1)
+        # The first row as stored (read_rows: the id dashed as str(UUID) gives it, not parsed): a hand edit may
+        # leave anything there, and the views then say where the log is damaged, as for any other row.
+        first = self.recorder.read_rows(0, 1, {})
         if not first:
             return ""
         n = first[0]
         state = n.state.encode() if isinstance(n.state, str) else n.state  # a hand-edited row may hold text
+        if not isinstance(state, bytes):  # a NULL or a number
+            raise UndecodableEvent(f"the event at position {n.id}", TypeError(f"its data is {type(state).__name__}"))
         return hashlib.sha256(f"{n.originator_id}:{n.originator_version}:".encode() + state).hexdigest()[:16]

@@ -142,6 +142,29 @@ def test_a_first_event_rewritten_as_text_is_a_break_not_an_internal_error(rollou
     assert "internal error" not in text.stderr
 
 
+@pytest.mark.parametrize(
+    ("column", "value", "audit_code"),
+    [("originator_id", "NULL", 5), ("originator_id", "'not-a-uuid'", 1), ("state", "NULL", 5), ("state", "7", 5)],
+)
+def test_a_first_event_edited_to_another_type_is_reported_not_an_internal_error(
+    rollouts: Rollouts, column: str, value: str, audit_code: int
+) -> None:
+    # The first row also names the log for the views: read through the library (a UUID built from its id,
+    # bytes added to its data), an id that is no UUID or data that is no text stopped every read command
+    # with an internal error. Now: a break at 1 for `log verify`, and the damage named by the others.
+    history(rollouts)
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        conn.execute(f"UPDATE stored_events SET {column} = {value} WHERE rowid = 1")
+    assert [v["position"] for v in verify(rollouts, code=1)["violations"]] == [1]
+    audit = rollouts.sh("audit")
+    assert audit.exit_code == audit_code, audit.stderr
+    said = audit.stdout if audit_code == 1 else audit.stderr.splitlines()[-1]
+    assert said.startswith("VIOLATION I8 at position 1" if audit_code == 1 else "error: the event at position 1 ")
+    for command in (("rollout", "history", "web"), ("events",), ("controller", "run", "--until-idle", "-q")):
+        result = rollouts.sh(*command)
+        assert result.exit_code in (0, 5) and "internal error" not in result.stderr, (command, result.stderr)
+
+
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     Log(rollouts_on).delete(7)
