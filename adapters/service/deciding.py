@@ -21,7 +21,7 @@ from eventsourcing.persistence import (
     Recording,
     StoredEvent,
 )
-from eventsourcing.utils import Environment, strtobool
+from eventsourcing.utils import Environment, TopicError, strtobool
 
 from ...domain import ids, rollout
 from ...domain.config import DeploymentConfig
@@ -148,7 +148,9 @@ class DecidingApp(Application[UUID]):
         def decoded(stored: StoredEvent) -> DomainEventProtocol[UUID]:
             try:
                 return to_domain_event(stored)
-            except MapperDeserialisationError as error:
+            # Besides data that is not an event document: a topic that names no event class (a NULL, no such
+            # module or class, a class that is not an event), or fields the event cannot be made of.
+            except (MapperDeserialisationError, TopicError, TypeError, ValueError, AttributeError) as error:
                 what = f"event {stored.originator_version} of stream {stored.originator_id}"
                 cause = error.__cause__ if isinstance(error.__cause__, Exception) else error
                 raise UndecodableEvent(what, cause) from error

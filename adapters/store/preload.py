@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
+from eventsourcing.domain import OriginatorIDError, OriginatorVersionError
 from eventsourcing.persistence import AggregateRecorder, EventStore, StoredEvent
 
+from ...projections.records import UndecodableEvent
 from .opening import ChainedLog
 from .port import SnapshotTable
 
@@ -177,9 +179,16 @@ class PreloadingRepository(Repository[UUID]):
 
 def _project(aggregate: Any, events: Iterable[Any]) -> Any:  # why: any aggregate class, and its events
     """The library's project_aggregate without its check of each event against a Protocol (slow in Python
-    3.11, and every event here was made by the library's mapper)."""
-    for event in events:
-        aggregate = event.mutate(aggregate)
+    3.11, and every event here was made by the library's mapper). An event that does not follow its stream
+    (a version out of sequence, a first event that creates nothing, fields its apply lacks) is one the log
+    should not hold: the log is damaged, and UndecodableEvent says which event."""
+    event = None
+    try:
+        for event in events:
+            aggregate = event.mutate(aggregate)
+    except (OriginatorIDError, OriginatorVersionError, AssertionError, TypeError, AttributeError, KeyError) as error:
+        what = "an event" if event is None else f"event {event.originator_version} of stream {event.originator_id}"
+        raise UndecodableEvent(what, error) from error
     return aggregate
 
 
@@ -202,7 +211,11 @@ def _one_by_one(
 def _by_stream(stored: Iterable[StoredEvent], to_event: Callable[[StoredEvent], Any]) -> dict[UUID, list[Any]]:
     """Domain events by stream, each stream's in version order."""
     found: dict[UUID, list[Any]] = {}
-    for s in sorted(stored, key=lambda s: (str(s.originator_id), s.originator_version)):
+    try:
+        ordered = sorted(stored, key=lambda s: (str(s.originator_id), s.originator_version))
+    except TypeError as error:  # a version edited to text or a blob: not comparable with the others
+        raise UndecodableEvent("an event whose version is not a number", error) from error
+    for s in ordered:
         event = to_event(s)
         found.setdefault(event.originator_id, []).append(event)
     return found

@@ -165,6 +165,32 @@ def test_a_first_event_edited_to_another_type_is_reported_not_an_internal_error(
         assert result.exit_code in (0, 5) and "internal error" not in result.stderr, (command, result.stderr)
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("originator_version", "0"),  # out of sequence
+        ("originator_version", "'abc'"),  # not a number
+        ("topic", "'domain.config:DeploymentConfig.NoSuchEvent'"),  # no such class
+        ("topic", "'domain.config:DeploymentConfig'"),  # a class that is not an event
+        ("state", "CAST('{}' AS BLOB)"),  # a document without the event's fields
+    ],
+)
+def test_a_command_that_loads_an_edited_event_refuses_and_appends_nothing(
+    rollouts: Rollouts, column: str, value: str
+) -> None:
+    # A write loads its aggregates through the library: an event of the config's stream edited by hand
+    # stopped `rollout latest` with an internal error (an OriginatorVersionError, a TopicError, a TypeError
+    # from the event's apply). It says the log is damaged (exit 5), and appends nothing.
+    history(rollouts)
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        conn.execute(f"UPDATE stored_events SET {column} = {value} WHERE rowid = 2")  # the config's RolloutTriggered
+    before = rollouts.event_count()
+    latest = rollouts.sh("rollout", "latest", "web")
+    assert latest.exit_code == 5, latest.stderr
+    assert latest.stderr.startswith("error: ") and "the log is damaged" in latest.stderr, latest.stderr
+    assert rollouts.event_count() == before
+
+
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     Log(rollouts_on).delete(7)
