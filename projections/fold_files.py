@@ -149,6 +149,8 @@ class LogRecords(Protocol):
 
     def records(self, after: int, upto: int, wanted: Mapping[str, Make | None], skipped: list[str]) -> list[Record]: ...
 
+    def first_after(self, after: int) -> int | None: ...
+
 
 def fold_all(
     source: EventSource | LogFile | PostgresLogFile,
@@ -166,12 +168,17 @@ def fold_all(
     # Folds that read the log themselves want no record: past the first batch (whose topics SQLAuditFold
     # lists for SQLite to look up), only the positions are offered to them.
     unread = direct and all(fold.reads_itself for fold in folds)
+    first = True
     while at < head:
         if reader is not None:
+            # A gap in the positions is stepped over, not walked a batch at a time: a log whose rows were
+            # renumbered by hand (one at position 2**63 - 1) kept every read command busy for hours.
+            following = reader.first_after(at)
+            at = head if following is None else min(max(at, following - 1), head)
             upto = min(at + batch, head)
-            reading = not (unread and at)
+            reading = first or not unread
             records = reader.records(at, upto, wanted, wanted.skipped) if reading else []
-            at = upto
+            at, first = upto, False
         else:
             notifications = source.read(at, batch)
             if not notifications:

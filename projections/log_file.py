@@ -66,6 +66,10 @@ class LogFile:
     def head(self) -> int:
         return self.conn.execute(f"SELECT max(rowid) FROM {self.table}").fetchone()[0] or 0
 
+    def first_after(self, after: int) -> int | None:
+        """The position of the first event after `after` (None: none)."""
+        return self.conn.execute(f"SELECT min(rowid) FROM {self.table} WHERE rowid > ?", (after,)).fetchone()[0]
+
     def _select(self, skipping: int) -> str:
         found = self._statements.get(skipping)
         if found is None:

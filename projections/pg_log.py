@@ -29,6 +29,7 @@ class PostgresLogFile:
         self._but = SQL(columns + where + " AND topic <> ALL(%s) ORDER BY notification_id").format(table)
         self._after = SQL(columns + " WHERE notification_id > %s ORDER BY notification_id LIMIT %s").format(table)
         self._head = SQL("SELECT max(notification_id) FROM {0}").format(table)
+        self._first = SQL("SELECT min(notification_id) FROM {0} WHERE notification_id > %s").format(table)
         self._cursor = self.conn.cursor(binary=True)
 
     def rows(self, after: int, upto: int, skipped: list[str] | None = None) -> list[tuple[Any, ...]]:
@@ -61,6 +62,12 @@ class PostgresLogFile:
         self._cursor.execute(self._head)
         found = self._cursor.fetchone()
         return (found[0] if found else None) or 0
+
+    def first_after(self, after: int) -> int | None:
+        """The position of the first event after `after` (None: none)."""
+        self._cursor.execute(self._first, (after,), prepare=True)
+        found = self._cursor.fetchone()
+        return found[0] if found else None
 
     def close(self) -> None:
         self.conn.close()

@@ -191,6 +191,23 @@ def test_a_command_that_loads_an_edited_event_refuses_and_appends_nothing(
     assert rollouts.event_count() == before
 
 
+def test_a_first_event_renumbered_to_the_last_position_is_reported_not_read_forever(rollouts: Rollouts) -> None:
+    # Reads that walked the positions to the head a batch at a time (the views' rebuild, the audit view's SQL,
+    # the parallel export) spun for hours on a head of 2**63 - 1 with one event there and the rest near 1.
+    history(rollouts)
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        conn.execute("UPDATE stored_events SET rowid = 9223372036854775807 WHERE rowid = 1")
+    assert broken_at(rollouts) == [1, 2**63 - 1]
+    status = rollouts.sh("rollout", "status", "web", timeout=30)
+    assert status.exit_code in (0, 1) and status.stdout.startswith("web version"), status.stderr
+    assert rollouts.sh("projections", "rebuild", timeout=30).exit_code == 0
+    events = rollouts.sh("events", "-o", "json", timeout=30)
+    assert events.exit_code == 0 and json.loads(events.stdout)[-1]["position"] == 2**63 - 1
+    exported = rollouts.sh("log", "export", timeout=30)
+    assert exported.exit_code == 0
+    assert json.loads(exported.stdout.splitlines()[-1])["head"] == 2**63 - 1
+
+
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     Log(rollouts_on).delete(7)
