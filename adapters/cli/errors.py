@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from ...domain.errors import Conflict, DomainError, NotFound, RolloutsError, StoreProblem, UsageError
-from ..store.failures import disk_problem, is_lock_timeout, unusable_store
+from ..store.failures import disk_problem, is_lock_timeout, not_utf8, unusable_store
 
 REFUSED, USAGE, CONFLICT, MISSING, STORE, INTERNAL = 1, 2, 3, 4, 5, 70
 
@@ -42,7 +42,7 @@ def exit_code_for(error: BaseException) -> int:
     for kind, code in EXIT_CODES:
         if isinstance(error, kind):
             return code
-    if unusable_store(error):
+    if unusable_store(error) or not_utf8(error) is not None:
         return STORE
     if _is_driver_error(error) and is_lock_timeout(error):
         return CONFLICT
@@ -59,6 +59,12 @@ def message_for(error: BaseException) -> str:
     problem = disk_problem(error)
     if problem is not None:
         return f"cannot use the disk or the store (full or failing): {problem}"
+    column = not_utf8(error)
+    if column is not None:
+        return (
+            f"the log holds text that is not UTF-8 (column {column}): it was edited by hand;"
+            " 'rollouts log verify' shows where"
+        )
     text = " ".join(str(error).split())
     if not text or not isinstance(error, RolloutsError):  # an OSError or a driver's error: say which
         text = f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -28,7 +28,7 @@ from ..runtime.port import Observed, Runtime, claim_parts
 from ..service import commands
 from ..service.application import RolloutsApp, WriteConflict
 from ..service.leases import Leases
-from ..store.failures import disk_problem
+from ..store.failures import disk_problem, not_utf8
 from ..store.port import StoreUnavailable
 from .executor import Executor
 from .plan import REPORTS, Action, Kind, batches, gated, plan, waits_for_human
@@ -285,6 +285,8 @@ class Controller:
             except TRANSIENT as error:
                 if once:
                     raise  # _single_pass made it the command's error: no pass follows to retry it
+                if not_utf8(error) is not None:
+                    raise  # a log edited by hand to hold text that is not UTF-8: no retry reads it
                 failures += 1
                 self.log(f"store unavailable ({type(error).__name__}: {error}); retrying")
                 self.stopping.wait(min(5.0, 0.1 * 2**failures))

@@ -10,6 +10,7 @@ from ...domain.audit_rules import audit_rules
 from ...projections import audit_queries
 from ...projections.rebuild import paused_gc
 from ...projections.refold import Differing, Refold
+from ..store.failures import not_utf8
 from ..store.reader import RecorderSource
 from ..store.snapshot_check import snapshot_breaks
 from ..store.verify import seen_by_home, verify_log
@@ -24,11 +25,28 @@ if TYPE_CHECKING:
 
 def audit(session: Session, name: str | None) -> AuditReport:
     """Audit the log of `session` (only config `name`'s events, when given; NotFound if it has none)."""
+    # The chain is walked first, by processes forked while no other thread runs (a fork copies the
+    # locks other threads hold); the views' catch-up, the fold's worker process and SQLite's threads start after.
+    breaks = _chain_breaks(session)
+    try:
+        total, violations, differing = _folded(session, name)
+    except Exception as error:
+        column = not_utf8(error)
+        if column is None or not breaks:
+            raise
+        # Text that is not UTF-8 (a hand edit) stops every read of the log but the chain's walk, which
+        # reports it where it is (I8): those breaks are the verdict.
+        session.warn(f"the log holds text that is not UTF-8 (column {column}): only the hash chain was checked")
+        return AuditReport(0, breaks, [])
+    violations += breaks + [_view_violation(d) for d in differing]
+    violations.sort(key=lambda v: v.position)
+    return AuditReport(total, violations, differing)
+
+
+def _folded(session: Session, name: str | None) -> tuple[int, list[Violation], list[Differing]]:
+    """(events checked, violations of the rules and of the runtime, views that differ) on the log's own fold."""
     recorder = session.recorder
     live = session.bound_views()
-    # The chain is walked first, by processes forked while no other thread runs (a fork copies the
-    # locks other threads hold); the fold's worker process and SQLite's threads start after.
-    breaks = _chain_breaks(session)
     refold = Refold(RecorderSource(recorder), recorder.max_notification_id() or 0, recorder.log_id() or "")
     try:
         total, violations = _rules(refold.db("audit"), name)
@@ -36,10 +54,7 @@ def audit(session: Session, name: str | None) -> AuditReport:
         ran = runtime_breaks(session.home.runtime, recorder.log_id(), refold.db("history"), refold.db("audit"))
     finally:
         refold.close()
-    violations += [v for v in ran if name is None or v.config == name]
-    violations += breaks + [_view_violation(d) for d in differing]
-    violations.sort(key=lambda v: v.position)
-    return AuditReport(total, violations, differing)
+    return total, violations + [v for v in ran if name is None or v.config == name], differing
 
 
 def _rules(db: sqlite_utils.Database, name: str | None) -> tuple[int, list[Violation]]:

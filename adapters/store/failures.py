@@ -1,6 +1,6 @@
 """Telling driver and OS errors apart by their types and codes: a full or failing disk, a lock held
 too long, a store or file that cannot be used, a missing table. Only where a driver gives no code
-(or one code for many errors) is text read, and then here alone (`_lock_text`, `missing_table`)."""
+(or one code for many errors) is text read, and then here alone (`_lock_text`, `missing_table`, `not_utf8`)."""
 
 from __future__ import annotations
 
@@ -87,6 +87,18 @@ def missing_table(error: BaseException) -> bool:
         if code is not None:
             return code == 1 and "no such table" in str(link)
     return False
+
+
+def not_utf8(error: BaseException) -> str | None:
+    """The column named, when `error` (or what caused it) is Python's sqlite3 failing to read stored text as
+    UTF-8: SQLite keeps any bytes as text, so only a hand edit leaves such a row. The module raises it with no
+    SQLite code, so its text tells this one from the others."""
+    for link in causes(error):
+        if isinstance(link, sqlite3.OperationalError) and _sqlite_code(link) is None:
+            head, _, rest = str(link).partition("Could not decode to UTF-8 column ")
+            if not head and rest:
+                return rest.split(" with text ")[0].strip("'")
+    return None
 
 
 def unusable_store(error: BaseException) -> bool:

@@ -18,7 +18,7 @@ from ....projections.records import UndecodableEvent
 from ....projections.source import DirectLog, SQLiteLog
 from ...sql_lists import chunks, marks, padded, shape
 from .. import chain
-from ..failures import missing_table
+from ..failures import missing_table, not_utf8
 from ..log_recorder import (
     CLAIM_TOPIC,
     Guards,
@@ -282,7 +282,15 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder, ChainedLog):
         )
 
     def hash_at(self, position: int) -> str | None:
-        return first_value(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
+        try:
+            return first_value(self._query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
+        except Exception as error:
+            if not_utf8(error) is None:
+                raise
+        # A hash edited to text that is not UTF-8 is no hash this program wrote: shown with its bytes replaced
+        # (never equal to a hash), so that the home's check says the log no longer holds the head it has seen.
+        raw = first_value(self._query(f"SELECT CAST(hash AS BLOB) FROM {CHAIN_TABLE} WHERE position = ?", (position,)))
+        return raw.decode(errors="replace")
 
     def snapshot_rows(self) -> list[tuple[Any, ...]]:
         """Every stored snapshot (stream, version, topic, state) with the position of its stream's event at

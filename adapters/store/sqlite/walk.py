@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .. import chain
+from ..failures import not_utf8
 from ..log_recorder import merge
 from ..port import CHAIN_TABLE, HashedRow, Part
 
@@ -40,25 +41,48 @@ def sqlite_hashed(db: str, table: str, lo: int, hi: int | None) -> Iterator[Hash
 
 
 def sqlite_walk(db: str, table: str, lo: int, hi: int | None) -> Iterator[tuple[Any, ...]]:
-    """Events lo..hi (hi None: to the end) and their hashes, two ordered scans of one snapshot, merged."""
+    """Events lo..hi (hi None: to the end) and their hashes, two ordered scans of one snapshot, merged.
+
+    SQLite keeps any bytes as text, and sqlite3 refuses to read text that is not UTF-8 (only a hand edit
+    leaves it): from such a row on, the walk reads text with its bytes kept (as surrogates, `as_stored`),
+    and chain.verify hashes those bytes, so the chain breaks where the row is. sqlite3's own decoding
+    stays for the rest (a decoder of ours on every value costs ~50% more CPU in the scans)."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     top = 2**63 - 1 if hi is None else hi
+    walked = lo - 1  # the last position yielded: all rows up to it are
     try:
-        conn.execute("BEGIN")  # one snapshot for both scans
-        events = conn.execute(
-            f"SELECT rowid, originator_id, originator_version, topic, state FROM {table}"
-            " WHERE rowid BETWEEN ? AND ? ORDER BY rowid",
-            (lo, top),
-        )
+        conn.execute("BEGIN")  # one snapshot for both scans (and for a second read past text that is not UTF-8)
         try:
-            hashes: Iterable[tuple[int, str]] = conn.execute(
-                f"SELECT position, hash FROM {CHAIN_TABLE} WHERE position BETWEEN ? AND ? ORDER BY position", (lo, top)
-            )
-        except sqlite3.OperationalError:  # a log made before the chain
-            hashes = ()
-        yield from merge(events, hashes)
+            for row in _merged(conn, table, lo, top):
+                yield row
+                walked = row[0]
+        except sqlite3.OperationalError as error:
+            if not_utf8(error) is None:
+                raise
+            conn.text_factory = as_stored
+            yield from _merged(conn, table, walked + 1, top)
     finally:
         conn.close()
+
+
+def as_stored(raw: bytes) -> str:
+    """Stored text as it is, bytes that are not UTF-8 kept as surrogates (chain.verify hashes them back)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _merged(conn: sqlite3.Connection, table: str, lo: int, top: int) -> Iterator[tuple[Any, ...]]:
+    events = conn.execute(
+        f"SELECT rowid, originator_id, originator_version, topic, state FROM {table}"
+        " WHERE rowid BETWEEN ? AND ? ORDER BY rowid",
+        (lo, top),
+    )
+    try:
+        hashes: Iterable[tuple[int, str]] = conn.execute(
+            f"SELECT position, hash FROM {CHAIN_TABLE} WHERE position BETWEEN ? AND ? ORDER BY position", (lo, top)
+        )
+    except sqlite3.OperationalError:  # a log made before the chain
+        hashes = ()
+    return merge(events, hashes)
 
 
 def cut(
@@ -85,7 +109,12 @@ def cut(
     bounds = [first + i * (end - first + 1) // count for i in range(count)] + [end + 1]
     parts = []
     for lo, hi in itertools.pairwise(bounds):
-        before = query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position < ? ORDER BY position DESC LIMIT 1", (lo,))
+        try:
+            before = query(f"SELECT hash FROM {CHAIN_TABLE} WHERE position < ? ORDER BY position DESC LIMIT 1", (lo,))
+        except Exception as error:
+            if not_utf8(error) is None:
+                raise
+            return None  # that hash was edited to text that is not UTF-8: one walk reports it where it is
         if lo != first and not before:
             return None
         parts.append(Part(db, table, lo, hi - 1, before[0][0] if lo != first else chain.ZERO, fmt))

@@ -208,6 +208,56 @@ def test_a_first_event_renumbered_to_the_last_position_is_reported_not_read_fore
     assert json.loads(exported.stdout.splitlines()[-1])["head"] == 2**63 - 1
 
 
+@pytest.mark.parametrize(
+    ("table", "column", "position", "broken"),
+    [
+        ("stored_events", "topic", 2, [2]),
+        ("stored_events", "originator_id", 1, [1]),  # the first row also names the log for the views
+        ("rollouts_chain", "hash", 5, [5, 6]),  # the hash after it is chained on the stored one
+    ],
+)
+def test_text_edited_to_bytes_that_are_not_utf8_is_a_break_and_other_commands_refuse(
+    rollouts: Rollouts, table: str, column: str, position: int, broken: list[int]
+) -> None:
+    # SQLite keeps any bytes as text; Python's sqlite3 refuses to read text that is not UTF-8, with an
+    # OperationalError that has no SQLite code: every command, `log verify` included, ended in an internal
+    # error. The chain's walk reads such text as stored (its hash then differs); the others name the damage.
+    from rollouts.adapters.home import Home
+    from rollouts.adapters.service.bootstrap import bootstrap
+    from rollouts.adapters.store.verify import verify_log
+
+    history(rollouts)
+    key = "rowid" if table == "stored_events" else "position"
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        conn.execute(f"UPDATE {table} SET {column} = CAST(X'C328' AS TEXT) WHERE {key} = ?", (position,))
+    assert broken_at(rollouts) == broken
+    audit = rollouts.sh("audit")
+    assert audit.exit_code == 1 and audit.stdout.startswith(f"VIOLATION I8 at position {position}: hash mismatch")
+    recorder = bootstrap(Home(rollouts.home)).open_recorder()
+    try:  # the log walked in parts, each by a process of its own, breaks where one walk does
+        assert [b.position for b in verify_log(recorder, workers=3, smallest=0).breaks] == broken
+    finally:
+        recorder.datastore.close()
+    before = rollouts.event_count()
+    for command in (
+        ("rollout", "history", "web"),
+        ("rollout", "status", "web"),
+        ("projections", "rebuild"),
+        ("rollout", "latest", "web"),
+        ("controller", "run", "--until-idle", "--timeout", "20", "-q"),
+    ):
+        result = rollouts.sh(*command)
+        assert "internal error" not in result.stderr and result.exit_code != 70, (command, result.stderr)
+        if table == "stored_events" and command[0] == "projections":  # a rebuild reads every row
+            assert result.exit_code == 5, result.stderr
+            assert result.stderr.splitlines() == [
+                f"error: the log holds text that is not UTF-8 (column {column}): it was edited by hand;"
+                " 'rollouts log verify' shows where"
+            ]
+        if result.exit_code != 0:
+            assert rollouts.event_count() == before, command
+
+
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     Log(rollouts_on).delete(7)
