@@ -124,6 +124,12 @@ def rule_events(db: sqlite_utils.Database, name: str | None = None) -> Iterator[
             yield (position, type_, None if stream == every else config, None, at, read(data), False)
 
 
+def at(events: Iterator[RuleEvent]) -> int | None:
+    """The position of the event `rule_events` gave last (a rule that failed on it: which event it was)."""
+    frame = getattr(events, "gi_frame", None)
+    return None if frame is None else frame.f_locals.get("position")
+
+
 def upstreams(db: sqlite_utils.Database) -> frozenset[str]:
     """Every config a stage policy in a spec of the view names as its upstream (a config's Registered or
     SpecChanged, a deployment's Created): the deployments the stage check (I11) folds."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from . import files
 from .files import Tracked
 from .log_file import LogFile, Make
-from .projection import Fold, Progress, Projection
+from .projection import Fold, Progress, Projection, fold_batch
 from .records import Record, decode, decode_stamped, record, record_stamped, topic_parts
 from .source import DirectLog, EventSource, PostgresLog
 from .writer import Writer
@@ -186,7 +186,7 @@ def fold_all(
             records = [how(n) for n in notifications if (how := wanted[n.topic])]
             at = notifications[-1].id
         for fold in folds:
-            fold.apply(records)
+            fold_batch(fold, records)
             fold.reached(at)
         if at - flushed >= FLUSH:
             flushed = at

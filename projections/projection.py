@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from .records import Record
+from .records import Record, UndecodableEvent
 from .source import DirectLog, EventSource
 
 if TYPE_CHECKING:
@@ -98,5 +98,33 @@ class Projection(ABC):
     def apply(self, db: sqlite_utils.Database, records: Sequence[Record]) -> None:
         """Fold `records` (all after the tracked position, in order) into the tables."""
         fold = self.fold(db.conn)
-        fold.apply(records)
+        fold_batch(fold, records)
         fold.flush()
+
+
+# What a fold raises on a document that is JSON, yet not the event's: a field missing, or of another type
+# (a number where text is read, a timestamp that does not parse).
+NOT_THE_EVENTS = (KeyError, ValueError, TypeError, AttributeError, IndexError)
+
+
+def fold_batch(fold: Fold, records: Sequence[Record]) -> None:
+    """`fold.apply(records)`: where every batch of the log is folded, so that an event whose document
+    lacks what a fold reads is named as damage to the log (UndecodableEvent, exit 5), not a crash. The
+    position is looked up only then, in the failing frames (no try per event, none in each handler)."""
+    try:
+        fold.apply(records)
+    except NOT_THE_EVENTS as error:
+        raise UndecodableEvent(_failing(error, records), error) from error
+
+
+def _failing(error: BaseException, records: Sequence[Record]) -> str:
+    """The event being folded when `error` was raised: the innermost record a failing frame held (a fold
+    walks its batch with one in hand), else the batch's range."""
+    found = None
+    tb = error.__traceback__
+    while tb is not None:
+        found = next((v for v in tb.tb_frame.f_locals.values() if type(v) is Record), found)
+        tb = tb.tb_next
+    if found is not None:
+        return f"the event at position {found.position}"
+    return f"an event at positions {records[0].position}..{records[-1].position}" if records else "an event"

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 from ...domain.audit import Violation
 from ...domain.audit_rules import audit_rules
 from ...projections import audit_queries
+from ...projections.projection import NOT_THE_EVENTS
 from ...projections.rebuild import paused_gc
+from ...projections.records import UndecodableEvent
 from ...projections.refold import Differing, Refold
 from ..store.failures import not_utf8
 from ..store.reader import RecorderSource
@@ -64,8 +66,14 @@ def _rules(db: sqlite_utils.Database, name: str | None) -> tuple[int, list[Viola
         audit_queries.require_config(db, name)
     # No cycle collection meanwhile: the rules make no cycles and keep ~8 containers per deployment alive,
     # which each full collection walked again (3 of the 8.6 s of CPU at 1M events).
+    events = audit_queries.rule_events(db, name)
     with paused_gc():
-        found = audit_rules(audit_queries.rule_events(db, name), audit_queries.upstreams(db))
+        try:
+            found = audit_rules(events, audit_queries.upstreams(db))
+        except NOT_THE_EVENTS as error:  # a document without what a rule reads: the event the rules were at
+            position = audit_queries.at(events)
+            what = "an event" if position is None else f"the event at position {position}"
+            raise UndecodableEvent(what, error) from error
     return audit_queries.event_count(db, name), found
 
 

@@ -258,6 +258,44 @@ def test_text_edited_to_bytes_that_are_not_utf8_is_a_break_and_other_commands_re
             assert rollouts.event_count() == before, command
 
 
+@pytest.mark.parametrize(
+    ("where", "edit", "error"),
+    [
+        ("1", "json_remove(CAST(state AS TEXT), '$.name')", "KeyError: 'name'"),  # the config's Registered
+        ("2", "json_remove(CAST(state AS TEXT), '$.revision')", "KeyError: 'revision'"),  # its RolloutTriggered
+        (
+            "(SELECT max(rowid) FROM stored_events)",  # a deployment's last event: a timestamp that does not parse
+            "json_set(CAST(state AS TEXT), '$.timestamp._data_', 'yesterday')",
+            "ValueError: Invalid isoformat string: 'yesterday'",
+        ),
+    ],
+)
+def test_a_document_without_what_the_views_read_is_named_as_damage_not_an_internal_error(
+    rollouts: Rollouts, where: str, edit: str, error: str
+) -> None:
+    # Valid JSON, yet not the event's: the views' folds read its fields by key and parse its timestamps,
+    # and a rebuild (or a catch-up after the first row changed the log's identity) ended in an internal
+    # error (a KeyError, a ValueError). The fold's failure names the event (exit 5), and nothing is appended.
+    history(rollouts)
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        conn.execute(f"UPDATE stored_events SET state = CAST({edit} AS BLOB) WHERE rowid = {where}")
+        position = conn.execute(f"SELECT {where}").fetchone()[0]
+    before = rollouts.event_count()
+    rebuild = rollouts.sh("projections", "rebuild")
+    assert rebuild.exit_code == 5, rebuild.stderr
+    assert rebuild.stderr.splitlines()[-1] == (
+        f"error: the event at position {position} cannot be decoded ({error}); the log is damaged:"
+        " 'rollouts log verify' shows where"
+    )
+    assert [v["position"] for v in verify(rollouts, code=1)["violations"]] == [position]
+    for command in (("rollout", "history", "web"), ("audit",), ("rollout", "latest", "web")):
+        result = rollouts.sh(*command)
+        assert "internal error" not in result.stderr and result.exit_code != 70, (command, result.stderr)
+        if command[0] != "audit" and result.exit_code != 0:
+            assert result.exit_code == 5 and "the log is damaged" in result.stderr, (command, result.stderr)
+            assert rollouts.event_count() == before, command
+
+
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     Log(rollouts_on).delete(7)
