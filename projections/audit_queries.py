@@ -91,11 +91,11 @@ def events(db: sqlite_utils.Database, only: EventFilter) -> list[ViewRow]:
     for row in rows:
         try:
             row["data"] = document(row["data"])[1]
+            meta = row["data"].get("meta") or {}
+            row["os_user"] = meta.get("os_user")  # null for events written before it
+            row["db_user"] = meta.get("db_user")  # null on SQLite, and for events written before it
         except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSON, yet not an event's document
             raise UndecodableEvent(f"the event at position {row['position']}", error) from None
-        meta = row["data"].get("meta") or {}
-        row["os_user"] = meta.get("os_user")  # null for events written before it
-        row["db_user"] = meta.get("db_user")  # null on SQLite, and for events written before it
     return rows
 
 

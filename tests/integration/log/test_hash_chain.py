@@ -296,6 +296,19 @@ def test_a_document_without_what_the_views_read_is_named_as_damage_not_an_intern
             assert rollouts.event_count() == before, command
 
 
+def test_events_of_a_document_whose_meta_is_not_an_object_name_the_damage(rollouts: Rollouts) -> None:
+    # `events` reads who ran each command from the document's meta: text there was an AttributeError (exit 70).
+    history(rollouts)
+    with sqlite3.connect(rollouts.home / "events.db") as conn:
+        conn.execute(
+            "UPDATE stored_events SET state = CAST(json_set(CAST(state AS TEXT), '$.meta', 'x') AS BLOB)"
+            " WHERE rowid = 1"
+        )
+    listed = rollouts.sh("events")
+    assert listed.exit_code == 5, listed.stderr
+    assert listed.stderr.splitlines()[-1].startswith("error: the event at position 1 cannot be decoded (AttributeError")
+
+
 def test_a_removed_event_is_reported(rollouts_on: Rollouts) -> None:
     history(rollouts_on)
     Log(rollouts_on).delete(7)
