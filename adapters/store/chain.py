@@ -84,17 +84,14 @@ def verify(
 ) -> ChainVerdict:
     """Recompute the chain over (position, stream, version, topic, state, stored hash) in position order.
 
-    A row with no stream is a hash kept for an event that is gone; a row with no stored hash is an
-    event without its chain record (a run of them is one break, at its first position). A mismatch
-    is reported where it shows; the walk goes on from the stored hash (from the computed one past an
-    event without any), so each later break is reported where it is, not as a cascade. `keep` is a
-    position whose hash the verdict keeps (`--expect-head`). A walk of a part of the log starts from
-    the hash stored before it (`start`); `fmt` is the log's chain format. The loop is link() inlined: it
-    runs once per event of the log.
-    """
+    A row with no stream is a hash kept for an event that is gone; a row with no stored hash is an event
+    without its chain record (a run of them is one break, at its first position). A mismatch is reported
+    where it shows; the walk goes on from the stored hash (from the computed one past an event without any),
+    so each later break is reported where it is, not as a cascade. `keep` is a position whose hash the verdict
+    keeps (`--expect-head`); a part of the log is walked from the hash stored before it (`start`); `fmt` is
+    the log's chain format. The loop is link() inlined: it runs once per event of the log."""
     verdict = ChainVerdict()
-    # None after a kept hash that is itself gone (a chain row edited to NULL, its event removed): the walk
-    # goes on from that, and the verdict says so (the head's hash, a kept position's) rather than invent one.
+    # None after a kept hash that is itself gone (edited to NULL, its event removed): said, not invented
     running: str | None = start
     count, position = 0, 0
     missing: list[int] = []  # the run of events without a hash walked last: [first, last, how many]
